@@ -1,0 +1,151 @@
+"""The Communicator interface and its traffic accounting.
+
+Every backend (``thread``: virtual ranks as threads of one process; ``process``:
+torch.distributed, one OS process per rank) implements the four collectives
+below on top of ``_all_to_all_impl`` etc.; the public methods add accounting so
+that bytes and messages per (src, dst) and per link class are identical across
+backends. Link class: ``intra`` when both ranks are on the same host of the
+:class:`~cdfgnn.partition.base.Topology`, ``inter`` otherwise.
+
+Accounting rules (one definition for every method):
+  * all_to_all: one message per non-empty tensor sent to another rank; its bytes
+    are ``numel * element_size``. Self-sends are free.
+  * all_reduce: modelled as a ring all-reduce: rank r sends 2(P-1) messages of
+    ``nbytes / P`` each to rank (r+1) % P.
+  * broadcast: the root sends one message of ``nbytes`` to every other rank.
+Counters are grouped by a caller-supplied ``tag`` (e.g. ``"halo/fwd/1"``,
+``"grad_allreduce"``) so records can split vertex traffic from parameter traffic.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from cdfgnn.partition.base import Topology
+
+
+@dataclass
+class CommStats:
+    """Traffic sent by one rank: matrices over destination rank, per tag."""
+
+    world_size: int
+    bytes_to: dict[str, np.ndarray] = field(default_factory=dict)
+    msgs_to: dict[str, np.ndarray] = field(default_factory=dict)
+    rows_to: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def add(self, tag: str, dst: int, nbytes: int, msgs: int = 1, rows: int = 0) -> None:
+        if tag not in self.bytes_to:
+            for d in (self.bytes_to, self.msgs_to, self.rows_to):
+                d[tag] = np.zeros(self.world_size, dtype=np.int64)
+        self.bytes_to[tag][dst] += nbytes
+        self.msgs_to[tag][dst] += msgs
+        self.rows_to[tag][dst] += rows
+
+    def reset(self) -> None:
+        self.bytes_to.clear()
+        self.msgs_to.clear()
+        self.rows_to.clear()
+
+    def total_bytes_to(self, prefix: str = "") -> np.ndarray:
+        out = np.zeros(self.world_size, dtype=np.int64)
+        for tag, arr in self.bytes_to.items():
+            if tag.startswith(prefix):
+                out += arr
+        return out
+
+    def total_msgs_to(self, prefix: str = "") -> np.ndarray:
+        out = np.zeros(self.world_size, dtype=np.int64)
+        for tag, arr in self.msgs_to.items():
+            if tag.startswith(prefix):
+                out += arr
+        return out
+
+    def snapshot(self) -> dict[str, dict[str, list[int]]]:
+        return {tag: {"bytes": self.bytes_to[tag].tolist(), "msgs": self.msgs_to[tag].tolist(),
+                      "rows": self.rows_to[tag].tolist()} for tag in sorted(self.bytes_to)}
+
+
+class Communicator(ABC):
+    """Collectives for one rank. Subclasses implement the ``_impl`` methods only."""
+
+    backend: str = "abstract"
+
+    def __init__(self, rank: int, world_size: int, topology: Topology):
+        if topology.num_parts != world_size:
+            raise ValueError(f"topology {topology.label} has {topology.num_parts} devices, "
+                             f"world size is {world_size}")
+        self.rank = rank
+        self.world_size = world_size
+        self.topology = topology
+        self.stats = CommStats(world_size)
+        self.seconds = defaultdict(float)  # wall seconds spent inside collectives, per tag
+
+    # ------------------------------------------------------------ public API
+    def all_to_all(self, tensors: list[torch.Tensor | None], tag: str = "all_to_all",
+                   ) -> list[torch.Tensor | None]:
+        """Send ``tensors[j]`` to rank j; return the tensor each rank j sent here.
+
+        ``None`` (or an empty tensor) means nothing is sent to that peer; the
+        matching entry received is then ``None``. ``tensors[self.rank]`` is
+        returned to itself without communication.
+        """
+        if len(tensors) != self.world_size:
+            raise ValueError(f"all_to_all needs {self.world_size} entries, got {len(tensors)}")
+        for dst, t in enumerate(tensors):
+            if dst != self.rank and t is not None and t.numel():
+                rows = int(t.shape[0]) if t.dim() else 1
+                self.stats.add(tag, dst, t.numel() * t.element_size(), 1, rows)
+        return self._timed(tag, self._all_to_all_impl, tensors)
+
+    def all_reduce(self, tensor: torch.Tensor, tag: str = "all_reduce") -> torch.Tensor:
+        """Sum ``tensor`` over ranks (in place) and return it; every rank gets the same bits."""
+        p = self.world_size
+        if p > 1:
+            self.stats.add(tag, (self.rank + 1) % p,
+                           2 * (p - 1) * tensor.numel() * tensor.element_size() // p, 2 * (p - 1))
+        return self._timed(tag, self._all_reduce_impl, tensor)
+
+    def broadcast(self, tensor: torch.Tensor, src: int, tag: str = "broadcast") -> torch.Tensor:
+        if self.rank == src:
+            for dst in range(self.world_size):
+                if dst != src:
+                    self.stats.add(tag, dst, tensor.numel() * tensor.element_size(), 1)
+        return self._timed(tag, self._broadcast_impl, tensor, src)
+
+    def barrier(self) -> None:
+        self._barrier_impl()
+
+    def all_gather_object(self, obj):
+        """Gather a picklable object from every rank (bookkeeping only: not accounted)."""
+        return self._all_gather_object_impl(obj)
+
+    def _timed(self, tag, fn, *args):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.seconds[tag] += time.perf_counter() - t0
+
+    def link_class(self, dst: int) -> str:
+        return "intra" if self.topology.same_host(self.rank, dst) else "inter"
+
+    # ----------------------------------------------------------- backend API
+    @abstractmethod
+    def _all_to_all_impl(self, tensors): ...
+
+    @abstractmethod
+    def _all_reduce_impl(self, tensor): ...
+
+    @abstractmethod
+    def _broadcast_impl(self, tensor, src): ...
+
+    @abstractmethod
+    def _barrier_impl(self): ...
+
+    @abstractmethod
+    def _all_gather_object_impl(self, obj): ...

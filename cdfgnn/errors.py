@@ -1,0 +1,17 @@
+"""Errors raised for bad input. The CLI turns them into a message and exit code 2."""
+
+
+class CdfgnnError(ValueError):
+    """Bad input: the message names the input and what was expected."""
+
+
+class CorruptFileError(CdfgnnError):
+    """A file on disk is truncated, unreadable or violates the format's invariants."""
+
+
+class DatasetUnavailableError(CdfgnnError):
+    """A real dataset is not on disk and cannot be downloaded (e.g. offline)."""
+
+
+class WorkerFailedError(RuntimeError):
+    """A simulated or real worker died or timed out; the whole run is stopped."""

@@ -1,0 +1,15 @@
+"""``exact``: the vanilla full exchange (every boundary row, every sync, full precision).
+
+Edge-cut: halo activations forward, halo gradients backward. Vertex-cut: CDFGNN's
+"Baseline" (gather partial sums to masters, scatter back, in both directions).
+Distributed training with this method equals one-process full-graph training to
+float tolerance (tests/test_exactness.py).
+"""
+from __future__ import annotations
+
+from cdfgnn.methods.base import METHODS, SyncStrategy
+
+
+@METHODS.register("exact")
+class Exact(SyncStrategy):
+    name = "exact"

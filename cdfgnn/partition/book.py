@@ -1,0 +1,180 @@
+"""PartitionBook: what one rank knows about its piece of the graph.
+
+Local row order (both kinds): the rank's **owned** vertices first (edge-cut: inner
+nodes; vertex-cut: masters), sorted by global id, then the **remote** rows
+(edge-cut: 1-hop halo; vertex-cut: mirrors) grouped by owning rank, sorted by
+global id within a group. ``send_idx[q]`` and ``recv_idx[q]`` are therefore
+aligned element-wise with the peer's lists, since both sides sort by global id.
+
+Edge-cut (halo exchange, DESIGN.md sec. 3):
+  * ``adj_rows`` = owned rows; columns index owned + halo rows;
+  * forward: rank sends ``rows[send_idx[q]]`` to q, receives halo ``recv_idx[q]``;
+  * backward: gradients of halo rows go back and are summed into ``send_idx``.
+Vertex-cut (CDFGNN Alg. 1, Fig. 4):
+  * ``adj_rows`` = all local replicas, columns the same; each undirected edge of the
+    part contributes both arcs;
+  * gather: a mirror sends its partial row to the master (``send_idx`` on the
+    mirror side = mirror rows whose master is q; ``recv_idx`` on the master side =
+    its master rows that have a mirror on q); the master sums;
+  * scatter: the reverse direction over the same lists; mirrors take the value.
+Normalisation always uses **global** degrees (``global_degree``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cdfgnn.data.graph import Graph
+from cdfgnn.partition.base import Partitioning
+
+
+@dataclass
+class PartitionBook:
+    rank: int
+    num_parts: int
+    kind: str                      # "edge" | "vertex"
+    local_nodes: np.ndarray        # global id of every local row
+    num_owned: int                 # rows [0, num_owned) are owned here
+    owner: np.ndarray              # owning rank of every local row
+    adj_indptr: np.ndarray         # local CSR: rows = adj_rows, cols = local row ids
+    adj_indices: np.ndarray
+    send_idx: list[np.ndarray]     # per peer: local rows whose value goes to the peer
+    recv_idx: list[np.ndarray]     # per peer: local rows that take / add the peer's value
+    global_degree: np.ndarray      # global degree (no self-loop) of every local row
+    num_global_nodes: int
+
+    @property
+    def num_local(self) -> int:
+        return int(self.local_nodes.shape[0])
+
+    @property
+    def adj_rows(self) -> int:
+        """Rows that aggregate locally: owned rows (edge-cut) or every replica (vertex-cut)."""
+        return self.num_owned if self.kind == "edge" else self.num_local
+
+    @property
+    def owned_nodes(self) -> np.ndarray:
+        return self.local_nodes[: self.num_owned]
+
+    def peers(self) -> list[int]:
+        return [q for q in range(self.num_parts)
+                if q != self.rank and (self.send_idx[q].size or self.recv_idx[q].size)]
+
+
+def build_books(graph: Graph, part: Partitioning, ranks: list[int] | None = None,
+                ) -> list[PartitionBook]:
+    """Books for ``ranks`` (default all). Shared work is done once for all of them."""
+    part.check_graph(graph)
+    ranks = list(range(part.num_parts)) if ranks is None else list(ranks)
+    build = _edge_cut_books if part.kind == "edge" else _vertex_cut_books
+    return build(graph, part, ranks)
+
+
+# --------------------------------------------------------------------- edge cut
+def _edge_cut_books(graph: Graph, part: Partitioning, ranks: list[int]) -> list[PartitionBook]:
+    n, p = graph.num_nodes, part.num_parts
+    node_part = part.assignment
+    src, dst = graph.row_of_arcs(), graph.indices
+    deg = graph.degrees()
+    cross = node_part[src] != node_part[dst]
+    # (owner q of dst-row, needs src u owned by r): u is in q's halo and r sends it to q.
+    need_part, need_node = node_part[dst[cross]], src[cross]
+    # (needing part q, owner r, gid u): q's halo holds u, r sends u to q.
+    key = np.unique((need_part * p + node_part[need_node]) * n + need_node)
+    pair_groups = _Groups(key // n, p * p)               # group id = needer * p + owner
+    needed = key % n
+    books = []
+    for r in ranks:
+        inner = np.flatnonzero(node_part == r)
+        halo = np.concatenate([needed[pair_groups.slice(r * p + q)] for q in range(p)])
+        local_nodes = np.concatenate([inner, halo])
+        g2l = _global_to_local(local_nodes, n)
+        lo, hi = graph.indptr[inner], graph.indptr[inner + 1]
+        counts = hi - lo
+        indptr = np.zeros(inner.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        indices = g2l[graph.indices[_ranges(lo, counts)]]
+        send_idx = [g2l[needed[pair_groups.slice(q * p + r)]] for q in range(p)]
+        recv_idx = [g2l[needed[pair_groups.slice(r * p + q)]] for q in range(p)]
+        owner = node_part[local_nodes]
+        books.append(PartitionBook(r, p, "edge", local_nodes, int(inner.size), owner, indptr,
+                                   indices, send_idx, recv_idx, deg[local_nodes], n))
+    return books
+
+
+# ------------------------------------------------------------------- vertex cut
+def _vertex_cut_books(graph: Graph, part: Partitioning, ranks: list[int]) -> list[PartitionBook]:
+    n, p = graph.num_nodes, part.num_parts
+    esrc, edst = graph.undirected_edges()
+    eparts = part.assignment
+    master = part.master
+    deg = graph.degrees()
+    # every (vertex, part) replica pair, masters included (isolated vertices have only that)
+    pair = np.unique(np.concatenate([esrc * p + eparts, edst * p + eparts,
+                                     np.arange(n, dtype=np.int64) * p + master]))
+    rep_v, rep_p = pair // p, pair % p
+    is_mirror = rep_p != master[rep_v]
+    mir_v, mir_p = rep_v[is_mirror], rep_p[is_mirror]
+    # mirrors grouped by (mirror part, master part), gid-sorted within a group
+    order = np.lexsort((mir_v, master[mir_v], mir_p))
+    mir_v = mir_v[order]
+    groups = _Groups(mir_p[order] * p + master[mir_v], p * p)
+    books = []
+    for r in ranks:
+        owned = np.flatnonzero(master == r)
+        here = mir_v[groups.span(r * p, r * p + p)]      # my mirrors, by master then gid
+        local_nodes = np.concatenate([owned, here])
+        g2l = _global_to_local(local_nodes, n)
+        mine = eparts == r
+        indptr, indices = _sym_csr(g2l[esrc[mine]], g2l[edst[mine]], local_nodes.size)
+        # gather direction: my mirrors mastered by q go to q; q's mirrors of my masters come in
+        send_idx = [g2l[mir_v[groups.slice(r * p + q)]] if q != r else _EMPTY for q in range(p)]
+        recv_idx = [g2l[mir_v[groups.slice(q * p + r)]] if q != r else _EMPTY for q in range(p)]
+        owner = master[local_nodes]
+        books.append(PartitionBook(r, p, "vertex", local_nodes, int(owned.size), owner, indptr,
+                                   indices, send_idx, recv_idx, deg[local_nodes], n))
+    return books
+
+
+# ---------------------------------------------------------------------- helpers
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class _Groups:
+    """Contiguous runs of a sorted group-id array, addressable by group id."""
+
+    def __init__(self, group_ids: np.ndarray, num_groups: int):
+        self.bounds = np.searchsorted(group_ids, np.arange(num_groups + 1))
+
+    def slice(self, g: int) -> slice:
+        return slice(int(self.bounds[g]), int(self.bounds[g + 1]))
+
+    def span(self, g0: int, g1: int) -> slice:
+        return slice(int(self.bounds[g0]), int(self.bounds[g1]))
+
+
+def _global_to_local(local_nodes: np.ndarray, n: int) -> np.ndarray:
+    g2l = np.full(n, -1, dtype=np.int64)
+    g2l[local_nodes] = np.arange(local_nodes.size, dtype=np.int64)
+    return g2l
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for every (s, c), vectorised."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return offsets + np.arange(total, dtype=np.int64)
+
+
+def _sym_csr(s: np.ndarray, d: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the symmetric closure of local edges (s, d), sorted columns."""
+    rows = np.concatenate([s, d])
+    cols = np.concatenate([d, s])
+    order = np.lexsort((cols, rows))
+    rows, cols = rows[order], cols[order]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return indptr, cols

@@ -1,0 +1,79 @@
+"""TrainConfig: everything that defines one training run (it is copied into the RunRecord)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from cdfgnn.errors import CdfgnnError
+
+
+@dataclass
+class TrainConfig:
+    # data: either a dataset name (+ scale for synthetic twins) or a Graph file
+    dataset: str | None = "synth-arxiv"
+    scale: str = "tiny"
+    graph: str | None = None              # path to a Graph file; overrides dataset
+    data_root: str = "results/data"
+    # partition: a partitioner name, or a Partitioning file made by `cdfgnn partition`
+    partitioner: str = "metis"
+    partition_file: str | None = None
+    partition_params: dict[str, Any] = field(default_factory=dict)
+    workers: int = 2
+    hosts: int = 1
+    # trainer: "distributed" (P workers, a SyncStrategy), "full-graph" (the one-process
+    # oracle) or "minibatch" (one-process neighbour sampling reference)
+    trainer: str = "distributed"
+    fanouts: list[int] = field(default_factory=lambda: [10, 10])
+    batch_size: int = 1024
+    # technique and model
+    method: str = "exact"
+    method_params: dict[str, Any] = field(default_factory=dict)
+    model: str = "gcn"
+    layers: int = 2
+    hidden: int = 64
+    dropout: float = 0.0
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    epochs: int = 50
+    seed: int = 0
+    # execution
+    backend: str = "thread"               # thread | process
+    device: str = "cpu"                   # cpu | cuda (process backend: nccl)
+    warmup: int = 5                       # epochs excluded from timing averages
+    eval_every: int = 1
+    timeout_s: float = 300.0              # a dead or stuck rank stops the run after this
+    network: str = "cdfgnn-table2"        # NetworkModel link profile
+    out: str | None = None
+
+    def validate(self) -> None:
+        if self.dataset is None and self.graph is None:
+            raise CdfgnnError("give --dataset or --graph")
+        if self.epochs < 1:
+            raise CdfgnnError(f"--epochs must be >= 1, got {self.epochs}")
+        if self.workers < 1:
+            raise CdfgnnError(f"--workers must be >= 1, got {self.workers}")
+        if self.hosts < 1 or self.workers % self.hosts:
+            raise CdfgnnError(f"--workers {self.workers} must be a multiple of --hosts {self.hosts}")
+        if self.layers < 1:
+            raise CdfgnnError(f"--layers must be >= 1, got {self.layers}")
+        if self.hidden < 1:
+            raise CdfgnnError(f"--hidden must be >= 1, got {self.hidden}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise CdfgnnError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.backend not in ("thread", "process"):
+            raise CdfgnnError(f"unknown backend {self.backend!r}; valid: process, thread")
+        if self.trainer not in ("distributed", "full-graph", "minibatch"):
+            raise CdfgnnError(f"unknown trainer {self.trainer!r}; valid: distributed, full-graph, minibatch")
+        if self.warmup < 0:
+            raise CdfgnnError(f"--warmup must be >= 0, got {self.warmup}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise CdfgnnError(f"unknown training option(s) {unknown}; valid: {sorted(known)}")
+        return cls(**d)

@@ -1,0 +1,126 @@
+"""One-process reference trainers.
+
+* :func:`train_full_graph`: full-batch training on the whole graph, the exactness
+  oracle every distributed technique is measured against. It runs the very same
+  model and epoch loop as a rank, with a whole-graph propagator and no comm.
+* :func:`train_minibatch`: GraphSAGE-style neighbour sampling (fan-out per layer,
+  batch size), the mini-batch reference of CDFGNN Fig. 8 / RapidGNN.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from cdfgnn.data.graph import Graph
+from cdfgnn.models.propagate import FullGraphPropagator, Propagator
+from cdfgnn.train.config import TrainConfig
+from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, _evaluate, loss_sum,
+                               run_epochs)
+from cdfgnn.train.worker import model_for
+
+
+def full_graph_data(graph: Graph) -> LocalData:
+    return LocalData(torch.from_numpy(graph.x), torch.from_numpy(graph.y),
+                     torch.from_numpy(graph.train), torch.from_numpy(graph.val),
+                     torch.from_numpy(graph.test), int(graph.train.sum()), graph.multilabel)
+
+
+def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
+    """Returns ``{"epochs": [...], "times": [...], "final_state": state_dict}``."""
+    torch.set_num_threads(1)
+    model = model_for(cfg, graph)
+    prop = FullGraphPropagator(graph.indptr, graph.indices)
+    res = run_epochs(model, prop, full_graph_data(graph), epochs=cfg.epochs, lr=cfg.lr,
+                     weight_decay=cfg.weight_decay, eval_every=cfg.eval_every)
+    return _as_dict(res)
+
+
+def _as_dict(res: LoopResult) -> dict:
+    return {"epochs": res.epochs,
+            "times": [t.__dict__ | {"compute_s": t.compute_s} for t in res.times],
+            "final_state": res.final_state}
+
+
+# ------------------------------------------------------------------ mini-batch
+class BlockPropagator(Propagator):
+    """A sampled bipartite block: output rows = ``dst`` (a prefix of ``src``)."""
+
+    def __init__(self, graph: Graph, dst: np.ndarray, src: np.ndarray, indptr: np.ndarray,
+                 local_cols: np.ndarray):
+        deg = graph.degrees()
+        sampled = np.diff(indptr)
+        # deg_v / |S_v| keeps the aggregation an unbiased estimate of the full one
+        scale = np.where(sampled > 0, deg[dst] / np.maximum(sampled, 1), 1.0)
+        super().__init__(indptr, local_cols, deg[dst], deg[src], len(src), row_scale=scale)
+        self.input_ids = torch.from_numpy(src)
+
+
+def sample_blocks(graph: Graph, seeds: np.ndarray, fanouts: list[int],
+                  rng: np.random.Generator) -> tuple[np.ndarray, list[BlockPropagator]]:
+    """Blocks from the input layer to the output layer, and the input vertices."""
+    blocks = []
+    dst = seeds
+    for fanout in reversed(fanouts):
+        lo, hi = graph.indptr[dst], graph.indptr[dst + 1]
+        counts = hi - lo
+        rows = np.repeat(np.arange(dst.size), counts)
+        arcs = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) \
+            + np.arange(int(counts.sum()))
+        # keep a uniform random subset of at most `fanout` neighbours per row
+        keys = rng.random(arcs.size)
+        order = np.lexsort((keys, rows))
+        rank_in_row = np.arange(arcs.size) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        keep = order[rank_in_row < fanout] if fanout > 0 else order[:0]
+        keep.sort()
+        rows_k, nbrs = rows[keep], graph.indices[arcs[keep]]
+        new = np.setdiff1d(np.unique(nbrs), dst, assume_unique=False)
+        src = np.concatenate([dst, new])
+        pos = np.empty(graph.num_nodes, dtype=np.int64)
+        pos[src] = np.arange(src.size)
+        indptr = np.zeros(dst.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows_k, minlength=dst.size), out=indptr[1:])
+        blocks.append(BlockPropagator(graph, dst, src, indptr, pos[nbrs]))
+        dst = src
+    return dst, blocks[::-1]
+
+
+def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
+    """Neighbour-sampling training; evaluation is exact full-graph inference."""
+    torch.set_num_threads(1)
+    if len(cfg.fanouts) != cfg.layers:
+        from cdfgnn.errors import CdfgnnError
+        raise CdfgnnError(f"--fanouts needs one value per layer ({cfg.layers}), got {cfg.fanouts}")
+    model = model_for(cfg, graph)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    full = FullGraphPropagator(graph.indptr, graph.indices)
+    data = full_graph_data(graph)
+    train_ids = np.flatnonzero(graph.train)
+    x, y = torch.from_numpy(graph.x), torch.from_numpy(graph.y)
+    res = LoopResult()
+    for epoch in range(cfg.epochs):
+        rng = np.random.default_rng([cfg.seed, epoch])
+        perm = rng.permutation(train_ids)
+        model.train()
+        model.epoch = epoch
+        t0, c0 = time.perf_counter(), time.thread_time()
+        total = torch.zeros((), dtype=torch.float64)
+        for start in range(0, perm.size, cfg.batch_size):
+            seeds = np.sort(perm[start: start + cfg.batch_size])
+            inputs, blocks = sample_blocks(graph, seeds, cfg.fanouts, rng)
+            out = model(x[inputs], blocks)
+            batch = LocalData(x, y[seeds], torch.ones(seeds.size, dtype=torch.bool),
+                              data.val, data.test, seeds.size, graph.multilabel)
+            loss = loss_sum(out, batch) / seeds.size
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.detach().double() * seeds.size
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        res.times.append(EpochTimes(wall, cpu, 0.0, 0.0))
+        row = {"epoch": epoch, "batches": -(-perm.size // cfg.batch_size)}
+        row.update(_evaluate(model, full, data, total / max(train_ids.size, 1), None))
+        res.epochs.append(row)
+    res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return _as_dict(res)
