@@ -20,6 +20,8 @@ distributed ones live in :mod:`cdfgnn.train.propagators`.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -50,11 +52,15 @@ class SparseMatrix:
         crow = torch.from_numpy(np.ascontiguousarray(indptr, dtype=np.int64))
         col = torch.from_numpy(np.ascontiguousarray(indices, dtype=np.int64))
         val = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
-        self.a = torch.sparse_csr_tensor(crow, col, val, size=shape)
+        with warnings.catch_warnings():  # "CSR support is in beta": known, and tested here
+            warnings.simplefilter("ignore", UserWarning)
+            self.a = torch.sparse_csr_tensor(crow, col, val, size=shape)
         # transpose via COO -> CSR (sorted), once
         rows = torch.repeat_interleave(torch.arange(shape[0]), crow[1:] - crow[:-1])
         t = torch.sparse_coo_tensor(torch.stack([col, rows]), val, (shape[1], shape[0]))
-        self.at = t.coalesce().to_sparse_csr()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            self.at = t.coalesce().to_sparse_csr()
 
     def __matmul__(self, x: torch.Tensor) -> torch.Tensor:
         if self.shape[0] == 0 or self.shape[1] == 0:

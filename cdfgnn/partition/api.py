@@ -40,9 +40,16 @@ def select_masters(edges: EdgeList, edge_parts: np.ndarray, num_parts: int) -> n
     return master
 
 
+def ensure_registered() -> None:
+    """Import the partitioner modules so that PARTITIONERS lists every algorithm."""
+    import cdfgnn.partition.edgecut  # noqa: F401
+    import cdfgnn.partition.vertexcut  # noqa: F401
+
+
 def partition_graph(graph: Graph, method: str, topology: Topology, *, seed: int = 0,
                     **params) -> Partitioning:
     """Partition ``graph`` for ``topology`` with the registered partitioner ``method``."""
+    ensure_registered()
     fn = PARTITIONERS.get(method)
     p = topology.num_parts
     if graph.num_nodes == 0:

@@ -14,6 +14,7 @@ class TrainConfig:
     scale: str = "tiny"
     graph: str | None = None              # path to a Graph file; overrides dataset
     data_root: str = "results/data"
+    data_seed: int = 0                    # seed of a synthetic twin's generator
     # partition: a partitioner name, or a Partitioning file made by `cdfgnn partition`
     partitioner: str = "metis"
     partition_file: str | None = None

@@ -1,0 +1,103 @@
+"""RunRecord: one JSON document per run, validated by workflow/schemas/run.schema.json.
+
+Timing conventions (DESIGN.md sec. 4): the first ``warmup`` epochs are excluded;
+per-rank phase times are means over timed epochs; the run's measured epoch time
+is the max over ranks of the rank's mean wall time; the modelled epoch time is
+max over ranks of (compute CPU time x device slowdown + modelled comm time), or
+the max of the two terms for overlapping methods.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import cdfgnn
+from cdfgnn.fileio import atomic_write_text
+
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "run.schema.json"
+
+
+@lru_cache(maxsize=1)
+def _git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance(backend: str, device: str) -> dict[str, Any]:
+    import torch
+    return {
+        "package_version": cdfgnn.__version__,
+        "git_sha": _git_sha(),
+        "torch_version": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "backend": backend,
+        "device": device,
+        "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def timed_slice(num_epochs: int, warmup: int) -> slice:
+    """Epochs that count for timing: all but the warm-up ones (the last if none remain)."""
+    return slice(warmup, None) if num_epochs > warmup else slice(num_epochs - 1, None)
+
+
+def summarise_epochs(epochs: list[dict[str, Any]]) -> dict[str, Any]:
+    evaluated = [e for e in epochs if "val" in e]
+    best = max(evaluated, key=lambda e: e["val"]) if evaluated else None
+    last = evaluated[-1] if evaluated else {}
+    return {
+        "final_loss": epochs[-1]["loss"] if epochs else None,
+        "final_train": last.get("train"),
+        "final_val": last.get("val"),
+        "final_test": last.get("test"),
+        "best_val": best["val"] if best else None,
+        "test_at_best_val": best["test"] if best else None,
+        "best_epoch": best["epoch"] if best else None,
+    }
+
+
+def mean_times(times: list[dict[str, float]], sl: slice) -> dict[str, float]:
+    sel = times[sl]
+    keys = ("wall_s", "cpu_s", "compute_s", "comm_s", "reduce_s")
+    return {k: float(np.mean([t[k] for t in sel])) if sel else 0.0 for k in keys}
+
+
+def load_schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def validate_record(record: dict) -> None:
+    import jsonschema
+    jsonschema.validate(record, load_schema())
+
+
+def write_record(record: dict, path: str | os.PathLike) -> None:
+    """Validate, then write atomically (a killed run never leaves a file that looks complete)."""
+    validate_record(record)
+    atomic_write_text(path, json.dumps(record, indent=1, default=_json_default) + "\n")
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o)}")
