@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from cdfgnn.arrays import unique_sorted
 from cdfgnn.errors import CorruptFileError
 from cdfgnn.fileio import atomic_write_bytes
 
@@ -215,7 +216,7 @@ def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np
     keep = src != dst
     s = np.concatenate([src[keep], dst[keep]])
     d = np.concatenate([dst[keep], src[keep]])
-    key = np.unique(s * num_nodes + d)  # sorts by (row, col) and drops duplicates
+    key = unique_sorted(s * num_nodes + d)  # sorts by (row, col) and drops duplicates
     rows, cols = key // num_nodes, key % num_nodes
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=num_nodes), out=indptr[1:])

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cdfgnn.arrays import unique_sorted
 from cdfgnn.data.graph import Graph
 from cdfgnn.partition.base import Partitioning
 
@@ -81,7 +82,7 @@ def _edge_cut_books(graph: Graph, part: Partitioning, ranks: list[int]) -> list[
     # (owner q of dst-row, needs src u owned by r): u is in q's halo and r sends it to q.
     need_part, need_node = node_part[dst[cross]], src[cross]
     # (needing part q, owner r, gid u): q's halo holds u, r sends u to q.
-    key = np.unique((need_part * p + node_part[need_node]) * n + need_node)
+    key = unique_sorted((need_part * p + node_part[need_node]) * n + need_node)
     pair_groups = _Groups(key // n, p * p)               # group id = needer * p + owner
     needed = key % n
     books = []
@@ -111,7 +112,7 @@ def _vertex_cut_books(graph: Graph, part: Partitioning, ranks: list[int]) -> lis
     master = part.master
     deg = graph.degrees()
     # every (vertex, part) replica pair, masters included (isolated vertices have only that)
-    pair = np.unique(np.concatenate([esrc * p + eparts, edst * p + eparts,
+    pair = unique_sorted(np.concatenate([esrc * p + eparts, edst * p + eparts,
                                      np.arange(n, dtype=np.int64) * p + master]))
     rep_v, rep_p = pair // p, pair % p
     is_mirror = rep_p != master[rep_v]

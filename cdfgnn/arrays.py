@@ -1,0 +1,19 @@
+"""Small numpy helpers shared across layers."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def unique_sorted(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x)`` for 1-d arrays via sort + neighbour comparison.
+
+    Why: in numpy 2.4 plain ``np.unique`` (no ``return_counts``) is ~10x slower than
+    this on millions of int64 keys.
+    """
+    x = np.sort(x, kind="stable")
+    if x.size < 2:
+        return x
+    keep = np.empty(x.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
