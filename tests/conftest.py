@@ -7,7 +7,7 @@ import pytest
 from cdfgnn.data.graph import Graph
 
 
-def make_graph(n: int = 240, avg_degree: float = 6.0, classes: int = 5, features: int = 12,
+def _make_graph(n: int = 240, avg_degree: float = 6.0, classes: int = 5, features: int = 12,
                seed: int = 0, isolated: int = 3, multilabel: bool = False) -> Graph:
     """A homophilous random graph with a few isolated vertices (exercises every code path)."""
     rng = np.random.default_rng(seed)
@@ -33,10 +33,16 @@ def make_graph(n: int = 240, avg_degree: float = 6.0, classes: int = 5, features
 
 
 @pytest.fixture(scope="session")
+def make_graph():
+    """Factory fixture: ``make_graph(n=..., seed=...)`` builds a small test graph."""
+    return _make_graph
+
+
+@pytest.fixture(scope="session")
 def small_graph() -> Graph:
-    return make_graph()
+    return _make_graph()
 
 
 @pytest.fixture(scope="session")
 def multilabel_graph() -> Graph:
-    return make_graph(n=160, seed=3, multilabel=True)
+    return _make_graph(n=160, seed=3, multilabel=True)

@@ -55,6 +55,9 @@ class TrainConfig:
             raise CdfgnnError(f"--workers must be >= 1, got {self.workers}")
         if self.hosts < 1 or self.workers % self.hosts:
             raise CdfgnnError(f"--workers {self.workers} must be a multiple of --hosts {self.hosts}")
+        from cdfgnn.models import MODELS
+        if self.model not in MODELS:
+            raise CdfgnnError(f"unknown model {self.model!r}; valid: {', '.join(MODELS)}")
         if self.layers < 1:
             raise CdfgnnError(f"--layers must be >= 1, got {self.layers}")
         if self.hidden < 1:
