@@ -15,3 +15,15 @@ class DatasetUnavailableError(CdfgnnError):
 
 class WorkerFailedError(RuntimeError):
     """A simulated or real worker died or timed out; the whole run is stopped."""
+
+
+class CollectiveAbortedError(WorkerFailedError):
+    """A collective could not complete because *another* rank failed or hung.
+
+    A secondary failure: launchers report the root cause (the first failure)
+    instead. The process backend raises it too when torch.distributed fails.
+    """
+
+
+class CollectiveTimeoutError(WorkerFailedError):
+    """A rank did not reach a collective within the group's timeout."""

@@ -1,0 +1,176 @@
+"""Network cost model: accounted traffic -> modelled seconds (DESIGN.md §3 NetworkModel, §4).
+
+Every pair of distinct ranks is joined by a link of class ``intra`` (same host of
+the :class:`~cdfgnn.partition.base.Topology`) or ``inter`` (different hosts). A
+:class:`LinkProfile` gives each class a bandwidth and a per-message latency, for
+point-to-point traffic and for broadcasts. The time rank r spends sending is
+
+    comm_r = sum_{d != r} msgs[r, d] * latency(r, d) + bytes[r, d] / bandwidth(r, d)
+
+(messages to one destination are serialised; different destinations are summed,
+i.e. no overlap between peers: a conservative, simple model). A device never
+pays for traffic to itself. Units: **GB = 1e9 bytes**, bandwidth in GB/s,
+latency in seconds.
+
+Epoch time (DESIGN.md §4):
+
+    epoch = max_r ( compute_r * slowdown_r + comm_r )            (no overlap)
+    epoch = max_r max( compute_r * slowdown_r, comm_r )           (overlap=True)
+
+``slowdown`` is a per-device compute factor (CaPGNN heterogeneity, default 1.0).
+
+Profiles (:data:`NETWORK_PROFILES`):
+
+* ``cdfgnn-table2`` (default): CDFGNN Table 2 measurements, PCIe P2P 22.70 GB/s
+  intra-host, InfiniBand P2P 8.27 GB/s inter-host, broadcast 19.47 / 11.98 GB/s.
+  The paper gives no latency: 5 us intra / 10 us inter is **our assumption**.
+* ``ethernet-10g``: PCIe intra-host as above; inter-host 10 Gbit/s Ethernet =
+  1.25 GB/s nominal line rate, 50 us per message (assumed TCP round of a
+  commodity cluster); broadcast bandwidth = P2P.
+* ``nvlink``: nominal spec values, not measurements: NVLink 3 (A100) 300 GB/s per
+  direction intra-host, HDR InfiniBand 200 Gbit/s = 25 GB/s inter-host; 2 us /
+  5 us latency assumed; broadcast bandwidth = P2P.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from cdfgnn.comm.base import CommStats
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.partition.base import Topology
+from cdfgnn.registry import Registry
+
+GB = 1e9
+PATTERNS = ("p2p", "broadcast")
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    """Bandwidth (GB/s, GB = 1e9 B) and per-message latency (s) of each link class."""
+
+    name: str
+    intra_gbps: float
+    inter_gbps: float
+    intra_bcast_gbps: float
+    inter_bcast_gbps: float
+    intra_latency_s: float
+    inter_latency_s: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for key in ("intra_gbps", "inter_gbps", "intra_bcast_gbps", "inter_bcast_gbps"):
+            v = getattr(self, key)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise CdfgnnError(f"link profile {self.name!r}: {key} must be a finite number > 0, "
+                                  f"got {v!r}")
+        for key in ("intra_latency_s", "inter_latency_s"):
+            v = getattr(self, key)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise CdfgnnError(f"link profile {self.name!r}: {key} must be a finite number >= 0, "
+                                  f"got {v!r}")
+
+    def bandwidth(self, link: str, pattern: str = "p2p") -> float:
+        """Bytes per second of link class ``link`` ('intra'/'inter') for ``pattern``."""
+        key = f"{link}_gbps" if pattern == "p2p" else f"{link}_bcast_gbps"
+        return getattr(self, key) * GB
+
+    def latency(self, link: str) -> float:
+        return getattr(self, f"{link}_latency_s")
+
+
+NETWORK_PROFILES: Registry[LinkProfile] = Registry("network profile")
+
+
+def _register(profile: LinkProfile) -> LinkProfile:
+    return NETWORK_PROFILES.register(profile.name)(profile)
+
+
+_register(LinkProfile("cdfgnn-table2", 22.70, 8.27, 19.47, 11.98, 5e-6, 10e-6,
+                      source="CDFGNN Table 2 (PCIe / InfiniBand, measured); latencies assumed"))
+_register(LinkProfile("ethernet-10g", 22.70, 1.25, 22.70, 1.25, 5e-6, 50e-6,
+                      source="PCIe as CDFGNN Table 2; 10 GbE nominal line rate; latencies assumed"))
+_register(LinkProfile("nvlink", 300.0, 25.0, 300.0, 25.0, 2e-6, 5e-6,
+                      source="nominal NVLink 3 per direction / HDR InfiniBand; latencies assumed"))
+
+
+class NetworkModel:
+    """Topology + link profile + per-device compute slowdown -> modelled times."""
+
+    def __init__(self, topology: Topology, profile: str | LinkProfile = "cdfgnn-table2",
+                 slowdown: list[float] | None = None):
+        if not isinstance(topology, Topology):
+            raise CdfgnnError(f"NetworkModel needs a Topology, got {type(topology).__name__}")
+        self.topology = topology
+        self.profile = profile if isinstance(profile, LinkProfile) else NETWORK_PROFILES.get(profile)
+        p = topology.num_parts
+        if slowdown is None:
+            slowdown = [1.0] * p
+        slowdown = [float(s) for s in slowdown]
+        if len(slowdown) != p:
+            raise CdfgnnError(f"slowdown has {len(slowdown)} factors, topology {topology.label} "
+                              f"has {p} devices")
+        if not all(math.isfinite(s) and s > 0 for s in slowdown):
+            raise CdfgnnError(f"slowdown factors must be finite and > 0, got {slowdown}")
+        self.slowdown = slowdown
+        # Per (src, dst): seconds per byte and seconds per message; diagonal is free.
+        host = np.arange(p) // topology.devices_per_host
+        same = host[:, None] == host[None, :]
+        self._sec_per_byte = {
+            pat: np.where(same, 1.0 / self.profile.bandwidth("intra", pat),
+                          1.0 / self.profile.bandwidth("inter", pat)) for pat in PATTERNS}
+        self._sec_per_msg = np.where(same, self.profile.intra_latency_s, self.profile.inter_latency_s)
+        for arr in (*self._sec_per_byte.values(), self._sec_per_msg):
+            np.fill_diagonal(arr, 0.0)
+
+    @property
+    def world_size(self) -> int:
+        return self.topology.num_parts
+
+    def describe(self) -> dict:
+        """The constants used, for run records (CDFGNN 'Table 2 analogue')."""
+        return {**asdict(self.profile), "gb_bytes": GB, "slowdown": list(self.slowdown),
+                "topology": self.topology.label}
+
+    def _vector(self, name: str, values) -> np.ndarray:
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.shape != (self.world_size,):
+            raise CdfgnnError(f"{name} must have one entry per rank ({self.world_size}), "
+                              f"got shape {arr.shape}")
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise CdfgnnError(f"{name} must be finite and >= 0, got {arr.tolist()}")
+        return arr
+
+    def comm_seconds(self, rank: int, bytes_to, msgs_to, pattern: str = "p2p") -> float:
+        """Modelled seconds for ``rank`` to send ``bytes_to[d]`` bytes in ``msgs_to[d]`` messages."""
+        if not isinstance(rank, (int, np.integer)) or not 0 <= rank < self.world_size:
+            raise CdfgnnError(f"rank must be in [0, {self.world_size}), got {rank!r}")
+        if pattern not in PATTERNS:
+            raise CdfgnnError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+        b = self._vector("bytes_to", bytes_to)
+        m = self._vector("msgs_to", msgs_to)
+        return float(np.dot(m, self._sec_per_msg[rank]) + np.dot(b, self._sec_per_byte[pattern][rank]))
+
+    def from_stats(self, stats_per_rank: list[CommStats], prefix: str = "",
+                   pattern: str = "p2p") -> list[float]:
+        """Per-rank modelled comm seconds of the traffic whose tag starts with ``prefix``."""
+        if len(stats_per_rank) != self.world_size:
+            raise CdfgnnError(f"from_stats needs {self.world_size} CommStats (one per rank), "
+                              f"got {len(stats_per_rank)}")
+        out = []
+        for rank, st in enumerate(stats_per_rank):
+            if st.world_size != self.world_size:
+                raise CdfgnnError(f"CommStats of rank {rank} is for world size {st.world_size}, "
+                                  f"topology has {self.world_size}")
+            out.append(self.comm_seconds(rank, st.total_bytes_to(prefix), st.total_msgs_to(prefix),
+                                         pattern))
+        return out
+
+    def epoch_seconds(self, compute_cpu_s, comm_s, overlap: bool = False) -> float:
+        """max over ranks of compute*slowdown + comm (or of their max when overlapping)."""
+        compute = self._vector("compute_cpu_s", compute_cpu_s) * np.asarray(self.slowdown)
+        comm = self._vector("comm_s", comm_s)
+        per_rank = np.maximum(compute, comm) if overlap else compute + comm
+        return float(per_rank.max())
