@@ -67,6 +67,8 @@ class Graph:
     def num_classes(self) -> int:
         if self.multilabel:
             return int(self.y.shape[1])
+        if "num_classes" in self.meta:  # a subgraph may lack the highest labels
+            return int(self.meta["num_classes"])
         return int(self.y.max()) + 1 if self.y.size else 0
 
     def degrees(self) -> np.ndarray:
@@ -109,13 +111,25 @@ class Graph:
         test: np.ndarray,
         name: str = "graph",
         meta: dict[str, Any] | None = None,
+        source: str | None = None,
     ) -> "Graph":
-        """Symmetrise, drop self-loops and duplicates, build CSR."""
+        """Symmetrise, drop self-loops and duplicates, build CSR.
+
+        ``source`` names the file(s) the arrays came from, so a violated invariant is
+        reported against them.
+        """
+        where = source or f"graph {name!r}"
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        if src.shape != dst.shape or src.ndim != 1:
+            raise CorruptFileError(f"{where}: edge source and target lists differ in shape")
+        if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_nodes):
+            raise CorruptFileError(f"{where}: edge endpoints out of range [0, {num_nodes})")
         indptr, indices = csr_from_edges(src, dst, num_nodes)
         g = cls(indptr, indices, np.ascontiguousarray(x, dtype=np.float32),
                 _as_labels(y), np.asarray(train, bool), np.asarray(val, bool),
                 np.asarray(test, bool), name, dict(meta or {}))
-        g.validate()
+        g.validate(source)
         return g
 
     # ------------------------------------------------------------ validation
@@ -209,18 +223,35 @@ def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np
     """Symmetric, deduplicated, self-loop-free CSR from an arbitrary edge list."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
-    if src.shape != dst.shape:
-        raise ValueError("src and dst differ in length")
-    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_nodes):
-        raise ValueError(f"edge endpoints out of range [0, {num_nodes})")
-    keep = src != dst
-    s = np.concatenate([src[keep], dst[keep]])
-    d = np.concatenate([dst[keep], src[keep]])
-    key = unique_sorted(s * num_nodes + d)  # sorts by (row, col) and drops duplicates
-    rows, cols = key // num_nodes, key % num_nodes
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=num_nodes), out=indptr[1:])
-    return indptr, cols.astype(np.int64)
+    n = int(num_nodes)
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    keep = lo != hi
+    pairs = unique_sorted(lo[keep] * n + hi[keep])  # each undirected edge once, lo < hi
+    return csr_from_sorted_pairs(pairs // n, pairs % n, n)
+
+
+def csr_from_sorted_pairs(a: np.ndarray, b: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric CSR from distinct undirected pairs with ``a < b``, sorted by ``(a, b)``.
+
+    Row r lists its smaller neighbours (from the reversed pairs) before its larger ones
+    (from the forward pairs), each run already ascending, so only the reversed half
+    needs a sort and every arc's slot is computed directly.
+    """
+    n = int(num_nodes)
+    m = a.shape[0]
+    rev = np.sort(b * n + a)
+    rev_row, rev_col = rev // n, rev % n
+    cnt_f = np.bincount(a, minlength=n)
+    cnt_r = np.bincount(rev_row, minlength=n)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(cnt_f + cnt_r, out=indptr[1:])
+    ar = np.arange(m, dtype=np.int64)
+    start_f = np.cumsum(cnt_f) - cnt_f
+    start_r = np.cumsum(cnt_r) - cnt_r
+    indices = np.empty(2 * m, dtype=np.int64)
+    indices[indptr[rev_row] + (ar - start_r[rev_row])] = rev_col
+    indices[indptr[a] + cnt_r[a] + (ar - start_f[a])] = b
+    return indptr, indices
 
 
 def _as_labels(y: np.ndarray) -> np.ndarray:

@@ -1,0 +1,306 @@
+"""Synthetic twins of the papers' datasets: degree-corrected SBM with power-law degrees.
+
+Follows DESIGN.md section 5 ("Synthetic twins") and the CDFGNN digest's suggestion for a
+Friendster stand-in (000_cdfgnn.md, "random N(0,1) 64-dimensional features, uniform
+random 32-class labels, random 65/10/25 split").
+
+Generative model (all steps vectorised numpy, one ``SeedSequence`` per twin and seed):
+
+1. **Blocks and labels.** Single-label twins: block = class, drawn with probabilities
+   ``pi_c ∝ (c+1)^-class_skew`` (real label distributions are skewed, so the
+   majority-class rate is a meaningful baseline); with probability ``label_noise`` a
+   vertex's label is redrawn from ``pi`` while its features and edges keep following its
+   block, which caps the reachable accuracy near ``1 - label_noise`` as real datasets'
+   label noise does. Multi-label twins: ``num_blocks`` latent blocks; block b owns
+   ``labels_per_block`` "typical" labels that a member carries with probability ``p_hi``
+   each, every other label with ``p_lo``.
+2. **Degree propensities.** ``theta_i = (1-u)^(-1/(gamma-1))`` (Pareto, so
+   ``P(theta) ∝ theta^-gamma``), rescaled to mean ``d`` (the target average degree) and
+   clipped at ``d_max = max_degree_frac * N`` with a few rescale/clip rounds.
+3. **Edges (Chung-Lu inside an SBM).** Vertex i emits ``Poisson(theta_i M / sum(theta))``
+   edge stubs, ``M = N d / 2``. With probability ``homophily`` a stub's other end is drawn
+   ∝ theta inside the source's block, otherwise ∝ theta over all vertices; both draws are
+   one ``searchsorted`` into the cumulative theta of the vertices sorted by block, so
+   expected degrees stay ∝ theta. Self-loops and duplicate pairs are dropped and the
+   deficit is re-sampled (a few rounds) so ``2|E|/|V| ≈ d``. Duplicates fall mostly
+   inside blocks, so the realised edge homophily is somewhat below ``homophily`` on
+   dense small graphs (label noise lowers the label-measured value further).
+4. **Features.** ``x_i = snr * mu_{b_i} + eps_i`` with unit-norm random block centroids
+   ``mu`` and ``eps ~ N(0, I_F)``. Pairwise class separation of one vertex is therefore
+   ``~ snr * sqrt(2)`` noise standard deviations: a per-vertex classifier is well above
+   chance but noisy, and averaging homophilous neighbours (what a GCN layer does)
+   sharpens it. Multi-label twins add ``label_snr * (Y_i E) / sqrt(|Y_i|)`` with random
+   unit label embeddings ``E`` so labels beyond the block's typical ones are learnable.
+   Friendster's twin uses pure N(0,1) features and uniform labels (timing only).
+5. **Split.** A random permutation cut at the real dataset's train/val/test ratios.
+
+``scale`` changes only N: feature width, classes, split ratios, degree exponent and
+homophily are kept, and the average degree is kept up to ``min(d, N / 40)`` so the tiny
+graphs stay sparse instead of turning into near-cliques.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from cdfgnn.data.graph import Graph
+from cdfgnn.arrays import unique_sorted
+from cdfgnn.data.graph import csr_from_sorted_pairs
+from cdfgnn.errors import CdfgnnError
+
+GENERATOR = "dcsbm-powerlaw-v1"
+
+#: Named sizes; an int (or a decimal string) asks for that many vertices.
+SCALES: dict[str, int] = {"tiny": 2_000, "small": 10_000, "medium": 100_000}
+MIN_NODES = 100
+#: average degree is capped at N / DENSITY_CAP_DIV so tiny graphs stay sparse
+DENSITY_CAP_DIV = 40
+_TOPUP_ROUNDS = 6
+
+
+@dataclass(frozen=True)
+class TwinSpec:
+    """Shape parameters of one twin (the real dataset's where it has one)."""
+
+    name: str
+    twin_of: str | None             # real dataset it mirrors
+    num_features: int
+    num_classes: int                # classes, or labels for a multi-label twin
+    avg_degree: float               # target 2|E|/|V| (real value, before the density cap)
+    degree_exponent: float          # gamma in P(theta) ∝ theta^-gamma
+    split: tuple[float, float, float]
+    homophily: float                # P(an edge's destination is drawn from the source's block)
+    feature_snr: float              # block-centroid norm in noise standard deviations
+    class_skew: float = 0.0         # pi_c ∝ (c+1)^-skew (single-label twins)
+    label_noise: float = 0.0        # P(a vertex's label is redrawn from pi, ignoring its block)
+    max_degree_frac: float = 0.1    # expected-degree cap as a fraction of N
+    multilabel: bool = False
+    num_blocks: int = 0             # multi-label: latent blocks (0: = num_classes)
+    labels_per_block: int = 0       # multi-label: typical labels of a block
+    p_hi: float = 0.0               # multi-label: P(member carries a typical label)
+    p_lo: float = 0.0               # multi-label: P(member carries any other label)
+    label_snr: float = 0.0          # multi-label: norm of the per-label feature signal
+    random_features: bool = False   # Friendster: N(0,1) features, uniform labels
+    real_num_nodes: int | None = None
+
+
+# Real values from the digests: CDFGNN Table 1 (reddit = GraphSAINT's 0.66/0.10/0.24 split,
+# avg degree 99.65; products 50.52; friendster 55.06), CoFree / Sylvie tables (yelp 19.47,
+# 0.75/0.10/0.15; amazon-products 264.3M directed arcs / 1.57M nodes = 168.4, train
+# 1,255,968 = 0.80), CaPGNN table (flickr 10.08), OGB (arxiv 13.77, time split 54/18/28;
+# products sales-rank split 8.0/1.6/90.4). Exponents, homophily and skews are
+# plausible values, not fitted to the real graphs.
+TWINS: dict[str, TwinSpec] = {s.name: s for s in [
+    TwinSpec("synth-reddit", "reddit", 602, 41, 99.65, 2.3, (0.66, 0.10, 0.24),
+             homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
+             real_num_nodes=232_965),
+    TwinSpec("synth-products", "ogbn-products", 100, 47, 50.52, 2.3, (0.0803, 0.0161, 0.9036),
+             homophily=0.80, feature_snr=3.0, class_skew=1.0, label_noise=0.2,
+             real_num_nodes=2_449_029),
+    TwinSpec("synth-arxiv", "ogbn-arxiv", 128, 40, 13.77, 2.6, (0.537, 0.176, 0.287),
+             homophily=0.65, feature_snr=3.0, class_skew=0.8, label_noise=0.2,
+             real_num_nodes=169_343),
+    TwinSpec("synth-yelp", "yelp", 300, 100, 19.47, 2.4, (0.75, 0.10, 0.15),
+             homophily=0.65, feature_snr=1.5, multilabel=True, num_blocks=25,
+             labels_per_block=6, p_hi=0.8, p_lo=0.01, label_snr=3.0, real_num_nodes=716_847),
+    TwinSpec("synth-amazon", "amazon-products", 200, 107, 168.4, 2.3, (0.80, 0.05, 0.15),
+             homophily=0.7, feature_snr=2.0, multilabel=True, num_blocks=30,
+             labels_per_block=5, p_hi=0.8, p_lo=0.01, label_snr=4.0, real_num_nodes=1_569_960),
+    TwinSpec("synth-flickr", "flickr", 500, 7, 10.08, 2.5, (0.50, 0.25, 0.25),
+             homophily=0.35, feature_snr=2.5, class_skew=0.9, label_noise=0.35,
+             real_num_nodes=89_250),
+    TwinSpec("synth-friendster", "friendster", 64, 32, 55.06, 2.5, (0.65, 0.10, 0.25),
+             homophily=0.0, feature_snr=0.0, random_features=True, real_num_nodes=65_608_366),
+    TwinSpec("synth-powerlaw", None, 64, 8, 20.0, 2.2, (0.6, 0.2, 0.2),
+             homophily=0.7, feature_snr=2.0, class_skew=0.5, label_noise=0.1),
+]}
+
+
+def resolve_scale(scale: str | int) -> int:
+    """Vertex count for a named scale, an int, or a decimal string (CLI/config values)."""
+    if isinstance(scale, bool):
+        raise CdfgnnError(f"scale must be one of {sorted(SCALES)} or a node count, got {scale!r}")
+    if isinstance(scale, (int, np.integer)):
+        n = int(scale)
+    elif isinstance(scale, str) and scale in SCALES:
+        n = SCALES[scale]
+    elif isinstance(scale, str) and scale.strip().isdigit():
+        n = int(scale.strip())
+    else:
+        raise CdfgnnError(f"scale must be one of {sorted(SCALES)} or a node count, got {scale!r}")
+    if n < MIN_NODES:
+        raise CdfgnnError(f"scale {scale!r} gives {n} nodes; at least {MIN_NODES} are needed")
+    return n
+
+
+def effective_avg_degree(spec: TwinSpec, num_nodes: int) -> float:
+    """Target average degree at this size: the real one, capped so the graph stays sparse."""
+    return float(min(spec.avg_degree, num_nodes / DENSITY_CAP_DIV))
+
+
+def generate_twin(name: str, scale: str | int = "small", seed: int = 0) -> Graph:
+    """Generate the twin ``name`` (a key of :data:`TWINS`) at ``scale``; same seed, same arrays."""
+    if name not in TWINS:
+        raise CdfgnnError(f"unknown synthetic twin {name!r}; valid: {', '.join(sorted(TWINS))}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise CdfgnnError(f"seed must be a non-negative int, got {seed!r}")
+    spec = TWINS[name]
+    n = resolve_scale(scale)
+    d = effective_avg_degree(spec, n)
+    # one stream per stage, keyed by twin name too, so twins with the same seed differ
+    ss = np.random.SeedSequence([int(seed), zlib.crc32(name.encode())])
+    r_lab, r_deg, r_edge, r_feat, r_split = (np.random.default_rng(s) for s in ss.spawn(5))
+
+    if spec.multilabel:
+        blocks, y = _multilabel_blocks(spec, n, r_lab)
+    elif spec.random_features:
+        blocks = r_lab.integers(0, spec.num_classes, size=n, dtype=np.int64)
+        y = blocks.copy()
+    else:
+        pi = _class_probs(spec.num_classes, spec.class_skew)
+        blocks = r_lab.choice(spec.num_classes, size=n, p=pi).astype(np.int64)
+        # features and edges follow the block; a noisy label does not: irreducible error
+        noisy = r_lab.random(n) < spec.label_noise
+        y = np.where(noisy, r_lab.choice(spec.num_classes, size=n, p=pi), blocks).astype(np.int64)
+    if not spec.multilabel and n >= spec.num_classes:
+        # Graph.num_classes is max(y) + 1: plant every class once so small graphs keep the width
+        first = r_lab.choice(n, size=spec.num_classes, replace=False)
+        blocks[first] = np.arange(spec.num_classes)
+        y[first] = np.arange(spec.num_classes)
+    theta = powerlaw_propensities(n, d, spec.degree_exponent, spec.max_degree_frac * n, r_deg)
+    src, dst = sample_sbm_edges(blocks, theta, n * d / 2.0, spec.homophily, r_edge)
+    x = _features(spec, blocks, y, r_feat)
+    train, val, test = random_split(n, spec.split, r_split)
+    meta: dict[str, Any] = {
+        # params pass through JSON so the in-memory meta equals the one read back from disk
+        "generator": GENERATOR, "params": json.loads(json.dumps(asdict(spec))), "seed": int(seed),
+        "scale": scale if isinstance(scale, str) else int(scale), "num_nodes": n,
+        "avg_degree_target": d, "twin_of": spec.twin_of,
+    }
+    indptr, indices = csr_from_sorted_pairs(src, dst, n)
+    g = Graph(indptr, indices, x, y, train, val, test, name, meta)
+    g.validate()
+    return g
+
+
+# ----------------------------------------------------------------------------- stages
+def _class_probs(k: int, skew: float) -> np.ndarray:
+    w = np.arange(1, k + 1, dtype=np.float64) ** -float(skew)
+    return w / w.sum()
+
+
+def powerlaw_propensities(n: int, mean: float, gamma: float, cap: float,
+                          rng: np.random.Generator) -> np.ndarray:
+    """Pareto(gamma) weights with the given mean, clipped at ``cap``.
+
+    Rescaling after clipping pushes mass back onto the body; a few rounds converge
+    because the clipped set only grows.
+    """
+    if gamma <= 2.0:
+        raise CdfgnnError(f"degree exponent must be > 2 for a finite mean, got {gamma}")
+    theta = (1.0 - rng.random(n)) ** (-1.0 / (gamma - 1.0))
+    cap = max(float(cap), float(mean))
+    for _ in range(20):
+        theta *= mean / theta.mean()
+        if theta.max() <= cap * (1 + 1e-9):
+            break
+        np.minimum(theta, cap, out=theta)
+    return theta
+
+
+def sample_sbm_edges(blocks: np.ndarray, theta: np.ndarray, num_edges: float, homophily: float,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Undirected edges (src < dst, unique, no self-loops, sorted) of about ``num_edges``."""
+    n = blocks.shape[0]
+    target = int(round(num_edges))
+    order = np.argsort(blocks, kind="stable")
+    cum = np.cumsum(theta[order])
+    total = cum[-1]
+    nb = int(blocks.max()) + 1
+    bmass = np.bincount(blocks, weights=theta, minlength=nb)
+    bstart = np.concatenate([[0.0], np.cumsum(bmass)[:-1]])
+    bend_pos = np.cumsum(np.bincount(blocks, minlength=nb)) - 1  # last sorted position per block
+    nodes = np.arange(n, dtype=np.int64)
+
+    keys = np.empty(0, dtype=np.int64)
+    want = float(target)
+    for _ in range(_TOPUP_ROUNDS):
+        if want < 1:
+            break
+        # Poisson stub counts give sources ∝ theta without a search per edge
+        src = np.repeat(nodes, rng.poisson(theta * (want / total)))
+        m = src.shape[0]
+        inside = rng.random(m) < homophily
+        b = blocks[src]
+        u = rng.random(m)
+        pick = np.where(inside, bstart[b] + u * bmass[b], u * total)
+        pos = np.minimum(np.searchsorted(cum, pick, side="right"), n - 1)
+        # float rounding at a block's upper end may step into the next block
+        pos = np.where(inside, np.minimum(pos, bend_pos[b]), pos)
+        dst = order[pos]
+        lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+        new = unique_sorted(lo[lo != hi] * n + hi[lo != hi])
+        before = keys.shape[0]
+        if before:
+            # two sorted runs: the stable (merge-based) sort just merges them
+            merged = np.sort(np.concatenate([keys, new]), kind="stable")
+            keys = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
+        else:
+            keys = new
+        gained = keys.shape[0] - before
+        deficit = target - keys.shape[0]
+        if deficit <= 0.01 * target:
+            break
+        # the next round's yield is about this round's gained/sampled ratio
+        want = min(deficit * max(m, 1) / max(gained, 1), 4.0 * deficit + 16)
+    return keys // n, keys % n
+
+
+def _multilabel_blocks(spec: TwinSpec, n: int, rng: np.random.Generator):
+    nb = spec.num_blocks or spec.num_classes
+    blocks = rng.integers(0, nb, size=n, dtype=np.int64)
+    probs = np.full((nb, spec.num_classes), spec.p_lo, dtype=np.float64)
+    for b in range(nb):  # loop over blocks (tens), not vertices
+        probs[b, rng.choice(spec.num_classes, size=spec.labels_per_block, replace=False)] = spec.p_hi
+    y = (rng.random((n, spec.num_classes)) < probs[blocks]).astype(np.float32)
+    return blocks, y
+
+
+def _unit_rows(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    m = rng.standard_normal((rows, cols))
+    return (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _features(spec: TwinSpec, blocks: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    n, f = blocks.shape[0], spec.num_features
+    x = rng.standard_normal((n, f), dtype=np.float32)
+    if spec.random_features:
+        return x
+    centroids = _unit_rows(rng, int(blocks.max()) + 1, f) * np.float32(spec.feature_snr)
+    x += centroids[blocks]
+    if spec.multilabel and spec.label_snr > 0:
+        emb = _unit_rows(rng, spec.num_classes, f)
+        count = np.maximum(y.sum(axis=1, keepdims=True), 1.0)
+        x += (y @ emb) * (np.float32(spec.label_snr) / np.sqrt(count)).astype(np.float32)
+    return x
+
+
+def random_split(n: int, ratios: tuple[float, float, float],
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint train/val/test masks with sizes round(ratio * n) (sum capped at n)."""
+    if any(r < 0 for r in ratios) or sum(ratios) > 1 + 1e-9:
+        raise CdfgnnError(f"split ratios must be >= 0 and sum to <= 1, got {ratios}")
+    perm = rng.permutation(n)
+    n_tr = int(round(ratios[0] * n))
+    n_va = min(int(round(ratios[1] * n)), n - n_tr)
+    n_te = min(int(round(ratios[2] * n)), n - n_tr - n_va)
+    masks = []
+    for lo, hi in ((0, n_tr), (n_tr, n_tr + n_va), (n_tr + n_va, n_tr + n_va + n_te)):
+        m = np.zeros(n, dtype=bool)
+        m[perm[lo:hi]] = True
+        masks.append(m)
+    return masks[0], masks[1], masks[2]
