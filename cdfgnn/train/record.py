@@ -37,6 +37,23 @@ def _git_sha() -> str | None:
         return None
 
 
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB.
+
+    Reads VmHWM (peak of the current address space) where /proc exists: unlike
+    ``ru_maxrss`` it is not inherited from a large parent across fork + exec.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def provenance(backend: str, device: str) -> dict[str, Any]:
     import torch
     return {

@@ -1,7 +1,6 @@
 """run_training: one TrainConfig in, one validated RunRecord out."""
 from __future__ import annotations
 
-import resource
 import tempfile
 import time
 from pathlib import Path
@@ -13,8 +12,8 @@ from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Partitioning, Topology
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.record import (SCHEMA_VERSION, mean_times, provenance, summarise_epochs,
-                                 timed_slice, write_record)
+from cdfgnn.train.record import (SCHEMA_VERSION, mean_times, peak_rss_mb, provenance,
+                                 summarise_epochs, timed_slice, write_record)
 
 
 def load_graph(cfg: TrainConfig) -> Graph:
@@ -70,7 +69,7 @@ def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     res = (train_full_graph if cfg.trainer == "full-graph" else train_minibatch)(graph, cfg)
     sl = timed_slice(cfg.epochs, cfg.warmup)
     t = mean_times(res["times"], sl)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    peak = peak_rss_mb()
     return {
         "partition": None,
         "epochs": res["epochs"],

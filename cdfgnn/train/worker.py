@@ -1,7 +1,6 @@
 """One distributed rank: build its book, model and strategy, run the shared epoch loop."""
 from __future__ import annotations
 
-import resource
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +14,7 @@ from cdfgnn.partition.book import PartitionBook, build_books
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.loop import LocalData, run_epochs
 from cdfgnn.train.propagators import make_propagator
+from cdfgnn.train.record import peak_rss_mb
 
 
 @dataclass
@@ -71,7 +71,7 @@ def rank_main(comm, job: RankJob) -> dict:
         "times": [t.__dict__ | {"compute_s": t.compute_s} for t in res.times],
         "traffic": res.traffic,
         "final_state": res.final_state if comm.rank == 0 else None,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "peak_rss_mb": peak_rss_mb(),
         "local_rows": book.num_local,
         "owned_rows": book.num_owned,
     }
