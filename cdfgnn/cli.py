@@ -1,0 +1,397 @@
+"""The `cdfgnn` command line: prepare | partition | train | aggregate | plot | bench.
+
+Each subcommand is one arrow of the data flow in DESIGN.md sec. 3 (dataset ->
+Graph file -> Partitioning file -> RunRecord JSON -> tidy tables -> figures), so
+the Snakemake rules can stay one shell line each. Every output is written
+atomically (temporary sibling + rename): an interrupted job never leaves a file
+that looks finished, which is what lets a re-run of the pipeline resume.
+
+Bad input raises :class:`cdfgnn.errors.CdfgnnError`; :func:`main` prints it as
+``cdfgnn: error: <message>`` on stderr and exits with status 2, never with a
+traceback. Heavy imports (torch, the partitioners, matplotlib) happen inside the
+subcommand that needs them so `cdfgnn --help` and the table steps stay quick.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from cdfgnn.errors import CdfgnnError, WorkerFailedError
+from cdfgnn.fileio import atomic_write_text
+
+EXIT_BAD_INPUT = 2
+
+
+# ------------------------------------------------------------------ helpers
+def parse_params(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
+    """``["k=v", ...]`` -> dict; values are YAML scalars (0.1 -> float, true -> bool)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise CdfgnnError(f"{flag} {item!r}: expected KEY=VALUE")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            raise CdfgnnError(f"{flag} {item!r}: value is not a valid scalar") from None
+        if key in out:
+            raise CdfgnnError(f"{flag}: {key!r} given twice")
+        out[key] = value
+    return out
+
+
+def _write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=1, default=_json_default) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _load_partitioners() -> None:
+    """Importing the families registers every partitioner in PARTITIONERS."""
+    import cdfgnn.partition.edgecut  # noqa: F401
+    import cdfgnn.partition.vertexcut  # noqa: F401
+
+
+# ------------------------------------------------------------ subcommands
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from cdfgnn.data.datasets import get_graph
+    from cdfgnn.data.stats import graph_stats
+
+    graph = get_graph(args.dataset, scale=args.scale, seed=args.seed, root=args.root)
+    graph.save(args.out)
+    if args.stats_out:
+        row = {"dataset": args.dataset, "scale": args.scale, "seed": args.seed,
+               **graph_stats(graph)}
+        _write_json(args.stats_out, row)
+    print(f"{args.dataset}: {graph.num_nodes} nodes, {graph.num_edges} edges -> {args.out}")
+    return 0
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    from cdfgnn.data.graph import Graph
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import PARTITIONERS, Topology
+    from cdfgnn.partition.stats import partition_stats
+
+    _load_partitioners()
+    PARTITIONERS.get(args.partitioner)  # unknown names fail before the graph is read
+    params = parse_params(args.param, "--param")
+    if "seed" in params:
+        raise CdfgnnError("--param seed=...: give the seed with --seed")
+    topology = Topology.for_workers(args.workers, args.hosts)
+    graph = Graph.load(args.graph)
+    part = partition_graph(graph, args.partitioner, topology, seed=args.seed, **params)
+    part.save(args.out)
+    if args.stats_out:
+        stats = partition_stats(graph, part)
+        row = {"partitioner": args.label or args.partitioner, "algorithm": args.partitioner,
+               "seed": args.seed, "workers": topology.num_parts, **stats}
+        _write_json(args.stats_out, row)
+    print(f"{args.partitioner} {topology.label} on {graph.name}: {part.seconds:.3f} s -> {args.out}")
+    return 0
+
+
+def build_train_config(args: argparse.Namespace):
+    """Map the `cdfgnn train` flags onto a validated TrainConfig."""
+    from cdfgnn.train.config import TrainConfig
+
+    if args.dataset is None and args.graph is None:
+        raise CdfgnnError("give --dataset NAME or --graph FILE")
+    cfg = TrainConfig()
+    cfg.dataset = args.dataset
+    cfg.graph = args.graph
+    for name in ("scale", "data_root", "data_seed", "workers", "hosts", "trainer", "batch_size", "method",
+                 "model", "layers", "hidden", "dropout", "lr", "weight_decay", "epochs", "seed",
+                 "backend", "device", "warmup", "eval_every", "network"):
+        value = getattr(args, name)
+        if value is not None:
+            setattr(cfg, name, value)
+    if args.fanouts is not None:
+        cfg.fanouts = list(args.fanouts)
+    if args.timeout is not None:
+        cfg.timeout_s = args.timeout
+    cfg.method_params = parse_params(args.method_param, "--method-param")
+    cfg.partition_params = parse_params(args.partition_param, "--partition-param")
+    if args.partitioner is not None:
+        cfg.partitioner = args.partitioner
+    if args.partition is not None:
+        _adopt_partition_file(cfg, args)
+    cfg.out = args.out
+    cfg.validate()
+    return cfg
+
+
+def _adopt_partition_file(cfg, args: argparse.Namespace) -> None:
+    """Take partitioner name, params and topology from a `cdfgnn partition` file.
+
+    The file is the truth for what the run used; conflicting flags are an error
+    rather than a record that claims something the run did not do.
+    """
+    from cdfgnn.partition.base import Partitioning
+
+    part = Partitioning.load(args.partition)
+    if args.partitioner is not None and args.partitioner != part.method:
+        raise CdfgnnError(f"--partitioner {args.partitioner} contradicts --partition "
+                          f"{args.partition}, which was made by {part.method!r}")
+    if args.partition_param:
+        raise CdfgnnError("--partition-param cannot be combined with --partition FILE "
+                          "(the file's parameters are used)")
+    topo = part.topology
+    if args.workers is not None and args.workers != topo.num_parts:
+        raise CdfgnnError(f"--workers {args.workers} contradicts --partition {args.partition}, "
+                          f"made for {topo.num_parts} parts ({topo.label})")
+    if args.hosts is not None and args.hosts != topo.hosts:
+        raise CdfgnnError(f"--hosts {args.hosts} contradicts --partition {args.partition}, "
+                          f"made for {topo.hosts} hosts ({topo.label})")
+    cfg.partition_file = args.partition
+    cfg.partitioner = part.method
+    cfg.partition_params = {k: v for k, v in part.params.items() if k != "seed"}
+    cfg.workers, cfg.hosts = topo.num_parts, topo.hosts
+
+
+def _check_names(cfg) -> None:
+    """Unknown dataset/method/partitioner names fail before any work, listing the valid ones."""
+    from cdfgnn.methods import METHODS
+
+    if cfg.trainer == "distributed":
+        METHODS.get(cfg.method)
+        if cfg.partition_file is None:
+            from cdfgnn.partition.base import PARTITIONERS
+
+            _load_partitioners()
+            PARTITIONERS.get(cfg.partitioner)
+    if cfg.graph is None:
+        from cdfgnn.data.datasets import DATASETS
+
+        DATASETS.get(cfg.dataset)
+    elif not Path(cfg.graph).exists():
+        raise CdfgnnError(f"--graph {cfg.graph}: file does not exist")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    cfg = build_train_config(args)
+    _check_names(cfg)
+    from cdfgnn.train.run import run_training
+
+    record = run_training(cfg)
+    summary = record.get("summary", {})
+    print(json.dumps({"out": cfg.out, **summary}, default=_json_default))
+    return 0
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    from cdfgnn.report import aggregate as agg
+
+    if args.runs:
+        if args.format != "tidy":
+            raise CdfgnnError(f"--format {args.format} applies to --partitions only")
+        records = agg.load_runs(args.runs)
+        agg.write_csv(agg.runs_table(records), args.out)
+        if args.epochs_out:
+            agg.write_csv(agg.epochs_table(records), args.epochs_out)
+        print(f"{len(records)} runs -> {args.out}")
+    elif args.partitions:
+        rows = agg.load_rows(args.partitions, "partition statistics")
+        if args.format == "table3":
+            from cdfgnn.report.partitions import table3, write_table3
+
+            if not args.md_out:
+                raise CdfgnnError("--format table3 needs --md-out FILE.md as well")
+            write_table3(table3(rows), args.out, args.md_out)
+        else:
+            agg.write_csv(agg.partitions_table(rows), args.out)
+        print(f"{len(rows)} partitions -> {args.out}")
+    else:
+        if args.format != "tidy":
+            raise CdfgnnError(f"--format {args.format} applies to --partitions only")
+        rows = agg.load_rows(args.datasets, "dataset statistics")
+        agg.write_csv(agg.datasets_table(rows), args.out)
+        print(f"{len(rows)} datasets -> {args.out}")
+    return 0
+
+
+PLOT_INPUTS = {"accuracy-vs-epoch": "runs", "epoch-time-vs-workers": "runs",
+               "rf-vs-parts": "partitions"}
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from cdfgnn.report import aggregate as agg
+
+    need = PLOT_INPUTS[args.figure]
+    given = getattr(args, need)
+    if not given:
+        raise CdfgnnError(f"plot {args.figure} reads --{need} FILES_OR_DIRS")
+    if need == "runs":
+        from cdfgnn.report import engine
+
+        records = agg.load_runs(given)
+        if args.figure == "accuracy-vs-epoch":
+            engine.plot_accuracy_vs_epoch(agg.epochs_table(records), args.out)
+        else:
+            engine.plot_epoch_time_vs_workers(agg.runs_table(records), args.out)
+    else:
+        from cdfgnn.report.partitions import plot_rf_vs_parts
+
+        plot_rf_vs_parts(agg.load_rows(given, "partition statistics"), args.out)
+    print(f"{args.figure} -> {args.out}")
+    return 0
+
+
+def benchmarks_dir() -> Path:
+    """benchmarks/ of the source checkout (the package is installed editable)."""
+    here = Path(__file__).resolve().parent.parent / "benchmarks"
+    return here if here.is_dir() else Path.cwd() / "benchmarks"
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    bdir = benchmarks_dir()
+    scripts = sorted(p.stem for p in bdir.glob("*.py") if not p.name.startswith("_"))
+    if args.name not in scripts:
+        raise CdfgnnError(f"unknown benchmark {args.name!r}; valid: {', '.join(scripts) or '(none found in ' + str(bdir) + ')'}")
+    proc = subprocess.run([sys.executable, str(bdir / f"{args.name}.py"), *args.args])
+    return proc.returncode
+
+
+# ------------------------------------------------------------------ parser
+def _default_scale() -> str:
+    from cdfgnn.train.config import TrainConfig
+
+    return TrainConfig().scale
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cdfgnn import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="cdfgnn",
+        description="Benchmark suite for distributed full-batch GNN training.")
+    parser.add_argument("--version", action="version", version=f"cdfgnn {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("prepare", help="write a dataset as a Graph file (+ a stats row)")
+    p.add_argument("--dataset", required=True, help="dataset name, e.g. synth-arxiv or reddit")
+    p.add_argument("--scale", default=_default_scale(),
+                   help="twin size: tiny|small|medium or a node count (default: %(default)s, "
+                        "as `cdfgnn train`)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic generator")
+    p.add_argument("--root", default="results/data", help="download/cache folder for real datasets")
+    p.add_argument("--out", required=True, help="Graph file to write (.npz)")
+    p.add_argument("--stats-out", help="JSON file for the dataset's statistics row")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("partition", help="partition a Graph file for a topology")
+    p.add_argument("--graph", required=True, help="Graph file from `cdfgnn prepare`")
+    p.add_argument("--partitioner", required=True, help="registered partitioner, e.g. metis, ebv")
+    p.add_argument("--workers", type=int, required=True, help="number of parts P")
+    p.add_argument("--hosts", type=int, default=1, help="hosts H (P must be a multiple)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="partitioner parameter (repeatable), e.g. gamma=0.1")
+    p.add_argument("--label", help="name recorded in the statistics row (the config preset)")
+    p.add_argument("--out", required=True, help="Partitioning file to write (.npz)")
+    p.add_argument("--stats-out", help="JSON file for the partition statistics")
+    p.set_defaults(func=cmd_partition)
+
+    p = sub.add_parser("train", help="run one training and write its RunRecord")
+    g = p.add_argument_group("data")
+    g.add_argument("--dataset", help="dataset name (loaded or generated)")
+    g.add_argument("--scale", help="twin size for --dataset")
+    g.add_argument("--graph", help="Graph file (overrides --dataset for the data; the name is kept)")
+    g.add_argument("--data-root", dest="data_root", help="folder for real datasets")
+    g.add_argument("--data-seed", dest="data_seed", type=int, help="seed of a synthetic twin")
+    g = p.add_argument_group("partition")
+    g.add_argument("--partitioner", help="partitioner name (partitioned on the fly)")
+    g.add_argument("--partition-param", action="append", metavar="KEY=VALUE")
+    g.add_argument("--partition", help="Partitioning file from `cdfgnn partition`")
+    g.add_argument("--workers", type=int, help="workers P")
+    g.add_argument("--hosts", type=int, help="hosts H")
+    g = p.add_argument_group("technique and model")
+    g.add_argument("--trainer", help="distributed | full-graph | minibatch")
+    g.add_argument("--method", help="sync technique, e.g. exact")
+    g.add_argument("--method-param", action="append", metavar="KEY=VALUE")
+    g.add_argument("--model", help="gcn | sage | ...")
+    g.add_argument("--layers", type=int)
+    g.add_argument("--hidden", type=int)
+    g.add_argument("--dropout", type=float)
+    g.add_argument("--lr", type=float)
+    g.add_argument("--weight-decay", dest="weight_decay", type=float)
+    g.add_argument("--epochs", type=int)
+    g.add_argument("--seed", type=int)
+    g.add_argument("--fanouts", type=int, nargs="+", help="minibatch trainer: fan-out per layer")
+    g.add_argument("--batch-size", dest="batch_size", type=int)
+    g = p.add_argument_group("execution")
+    g.add_argument("--backend", help="thread | process")
+    g.add_argument("--device", help="cpu | cuda")
+    g.add_argument("--warmup", type=int, help="epochs excluded from timing")
+    g.add_argument("--eval-every", dest="eval_every", type=int)
+    g.add_argument("--timeout", type=float, help="seconds before a stuck rank stops the run")
+    g.add_argument("--network", help="NetworkModel link profile")
+    g.add_argument("--out", help="RunRecord JSON to write")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("aggregate", help="run records / statistics rows -> tidy CSV tables")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--runs", nargs="+", metavar="PATH", help="RunRecord files or folders")
+    src.add_argument("--partitions", nargs="+", metavar="PATH", help="partition statistics files or folders")
+    src.add_argument("--datasets", nargs="+", metavar="PATH", help="dataset statistics files or folders")
+    p.add_argument("--out", required=True, help="CSV to write (runs: one row per run)")
+    p.add_argument("--epochs-out", help="with --runs: CSV with one row per run and epoch")
+    p.add_argument("--format", choices=("tidy", "table3"), default="tidy",
+                   help="with --partitions: tidy rows or CDFGNN Table 3")
+    p.add_argument("--md-out", help="with --format table3: markdown rendering")
+    p.set_defaults(func=cmd_aggregate)
+
+    p = sub.add_parser("plot", help="draw a figure from run records or partition statistics")
+    p.add_argument("figure", choices=sorted(PLOT_INPUTS))
+    p.add_argument("--runs", nargs="+", metavar="PATH")
+    p.add_argument("--partitions", nargs="+", metavar="PATH")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("bench", help="run a performance benchmark from benchmarks/")
+    p.add_argument("name", help="script name in benchmarks/ without .py")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CdfgnnError as exc:
+        print(f"cdfgnn: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except WorkerFailedError as exc:
+        print(f"cdfgnn: error: run failed: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if not getattr(exc, "filename", None):
+            raise
+        # an unreadable input or unwritable output path: name it, no traceback
+        print(f"cdfgnn: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("cdfgnn: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

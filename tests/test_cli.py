@@ -1,0 +1,281 @@
+"""The `cdfgnn` command line: each subcommand end to end on small inputs, and bad input.
+
+Bad input must give ``cdfgnn: error: <message naming the input>`` on stderr, exit
+code 2, no traceback and no output file (DESIGN.md sec. 7, issue 2 "Bad input").
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+import pytest
+
+from cdfgnn.cli import main, parse_params
+from cdfgnn.errors import CdfgnnError
+
+REPO = Path(__file__).resolve().parent.parent
+RUN_SCHEMA = json.loads((REPO / "workflow" / "schemas" / "run.schema.json").read_text())
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def bad(capsys, *argv: str) -> str:
+    """Run a command that must fail as bad input; return its error message."""
+    code, _, err = cli(capsys, *argv)
+    assert code == 2, err
+    assert err.startswith("cdfgnn: error: "), err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, make_graph):
+    """A saved graph, an edge-cut and a vertex-cut partitioning, and two short runs."""
+    d = tmp_path_factory.mktemp("cli")
+    g = make_graph(n=200, seed=1)
+    g.save(d / "g.npz")
+    other = make_graph(n=150, seed=2)
+    other.save(d / "other.npz")
+    return d
+
+
+# ---------------------------------------------------------------- helpers
+def test_parse_params_types():
+    assert parse_params(["gamma=0.1", "k=3", "flag=true", "obj=vol", "xs=[1,2]"], "--param") == {
+        "gamma": 0.1, "k": 3, "flag": True, "obj": "vol", "xs": [1, 2]}
+    with pytest.raises(CdfgnnError, match="KEY=VALUE"):
+        parse_params(["gamma"], "--param")
+    with pytest.raises(CdfgnnError, match="given twice"):
+        parse_params(["a=1", "a=2"], "--param")
+
+
+# ---------------------------------------------------------------- prepare
+def test_prepare_writes_graph_and_stats(tmp_path, capsys):
+    from cdfgnn.data.graph import Graph
+
+    out, stats = tmp_path / "d" / "arxiv.npz", tmp_path / "d" / "arxiv.stats.json"
+    code, _, err = cli(capsys, "prepare", "--dataset", "synth-arxiv", "--scale", "200",
+                       "--out", out, "--stats-out", stats)
+    assert code == 0, err
+    g = Graph.load(out)
+    row = json.loads(stats.read_text())
+    assert row["dataset"] == "synth-arxiv"
+    assert row["num_nodes"] == g.num_nodes == 200
+    assert row["num_edges"] == g.num_edges
+    assert row["num_features"] == 128
+
+
+def test_prepare_unknown_dataset_lists_valid(tmp_path, capsys):
+    err = bad(capsys, "prepare", "--dataset", "synth-nope", "--out", tmp_path / "x.npz")
+    assert "synth-nope" in err and "synth-arxiv" in err
+    assert not (tmp_path / "x.npz").exists()
+
+
+# -------------------------------------------------------------- partition
+@pytest.mark.parametrize("name,params", [("metis", []), ("random", []),
+                                         ("ebv", ["--param", "gamma=0.1"])])
+def test_partition_writes_file_and_stats(files, tmp_path, capsys, name, params):
+    from cdfgnn.partition.base import Partitioning
+
+    out, stats = tmp_path / "p.npz", tmp_path / "p.stats.json"
+    code, _, err = cli(capsys, "partition", "--graph", files / "g.npz", "--partitioner", name,
+                       "--workers", 4, "--hosts", 2, "--seed", 3, *params, "--label", f"{name}-x",
+                       "--out", out, "--stats-out", stats)
+    assert code == 0, err
+    part = Partitioning.load(out)
+    assert part.method == name and part.topology.label == "h2x2"
+    row = json.loads(stats.read_text())
+    assert row["partitioner"] == f"{name}-x" and row["algorithm"] == name
+    assert row["seed"] == 3 and row["workers"] == 4 and row["num_parts"] == 4
+    assert row["rf"] >= 1.0
+    if params:
+        assert row["params"]["gamma"] == 0.1
+
+
+def test_partition_bad_input(files, tmp_path, capsys):
+    out = tmp_path / "p.npz"
+    err = bad(capsys, "partition", "--graph", files / "g.npz", "--partitioner", "nope",
+              "--workers", 2, "--out", out)
+    assert "'nope'" in err and "metis" in err and "hdrf" in err
+    err = bad(capsys, "partition", "--graph", files / "g.npz", "--partitioner", "random",
+              "--workers", 500, "--out", out)
+    assert "500" in err and "200 vertices" in err
+    err = bad(capsys, "partition", "--graph", files / "g.npz", "--partitioner", "random",
+              "--workers", 3, "--hosts", 2, "--out", out)
+    assert "not divisible" in err
+    err = bad(capsys, "partition", "--graph", files / "missing.npz", "--partitioner", "random",
+              "--workers", 2, "--out", out)
+    assert "missing.npz" in err
+    assert not out.exists()
+    # an output path that cannot be created (its parent is a file) is named, no traceback
+    (tmp_path / "afile").write_text("")
+    err = bad(capsys, "partition", "--graph", files / "g.npz", "--partitioner", "random",
+              "--workers", 2, "--out", tmp_path / "afile" / "p.npz")
+    assert "afile" in err
+
+
+def test_corrupt_graph_file_named(tmp_path, capsys, files):
+    trunc = tmp_path / "trunc.npz"
+    trunc.write_bytes((files / "g.npz").read_bytes()[:500])
+    err = bad(capsys, "partition", "--graph", trunc, "--partitioner", "random", "--workers", 2,
+              "--out", tmp_path / "p.npz")
+    assert "trunc.npz" in err
+
+
+# ------------------------------------------------------------------ train
+@pytest.fixture(scope="module")
+def runs(files, tmp_path_factory):
+    """Two distributed runs (edge-cut from a file, on-the-fly vertex-cut) and the oracle."""
+    d = tmp_path_factory.mktemp("runs")
+    g = files / "g.npz"
+    common = ["--graph", g, "--dataset", "toy", "--epochs", 4, "--warmup", 1, "--hidden", 8,
+              "--layers", 2, "--seed", 0]
+    assert main(["partition", "--graph", str(g), "--partitioner", "metis", "--workers", "2",
+                 "--hosts", "2", "--out", str(d / "metis.npz")]) == 0
+    argvs = {
+        "metis": ["train", *common, "--partition", d / "metis.npz", "--method", "exact",
+                  "--out", d / "runs" / "exp" / "metis.json"],
+        "ebv": ["train", *common, "--partitioner", "ebv", "--partition-param", "gamma=0.1",
+                "--workers", 4, "--hosts", 2, "--method", "exact",
+                "--out", d / "runs" / "exp" / "ebv.json"],
+        "oracle": ["train", *common, "--trainer", "full-graph",
+                   "--out", d / "runs" / "exp" / "oracle.json"],
+    }
+    for argv in argvs.values():
+        assert main([str(a) for a in argv]) == 0
+    return d
+
+
+def test_train_records_validate(runs):
+    for name in ("metis", "ebv", "oracle"):
+        rec = json.loads((runs / "runs" / "exp" / f"{name}.json").read_text())
+        jsonschema.validate(rec, RUN_SCHEMA)
+        assert rec["status"] == "complete" and len(rec["epochs"]) == 4
+        assert rec["config"]["dataset"] == "toy"
+    metis = json.loads((runs / "runs" / "exp" / "metis.json").read_text())
+    # the partition file is the truth for partitioner, params and topology
+    assert metis["config"]["partitioner"] == "metis"
+    assert metis["config"]["workers"] == 2 and metis["config"]["hosts"] == 2
+    assert metis["config"]["partition_file"].endswith("metis.npz")
+    ebv = json.loads((runs / "runs" / "exp" / "ebv.json").read_text())
+    assert ebv["config"]["partition_params"] == {"gamma": 0.1}
+    assert ebv["partition"]["num_parts"] == 4
+
+
+def test_train_bad_input(files, runs, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    g = files / "g.npz"
+    err = bad(capsys, "train", "--graph", g, "--epochs", 0, "--out", out)
+    assert "--epochs" in err
+    err = bad(capsys, "train", "--graph", g, "--method", "bogus", "--epochs", 1, "--out", out)
+    assert "'bogus'" in err and "exact" in err
+    err = bad(capsys, "train", "--graph", g, "--partitioner", "bogus", "--epochs", 1, "--out", out)
+    assert "'bogus'" in err and "metis" in err
+    err = bad(capsys, "train", "--dataset", "synth-bogus", "--epochs", 1, "--out", out)
+    assert "synth-bogus" in err and "synth-arxiv" in err
+    err = bad(capsys, "train", "--graph", g, "--workers", 999, "--epochs", 1, "--out", out)
+    assert "999" in err
+    # a partition file made for another graph
+    err = bad(capsys, "train", "--graph", files / "other.npz", "--partition", runs / "metis.npz",
+              "--epochs", 1, "--out", out)
+    assert "metis.npz" in err and "graph" in err
+    err = bad(capsys, "train", "--graph", g, "--partition", runs / "metis.npz", "--workers", 4,
+              "--epochs", 1, "--out", out)
+    assert "contradicts" in err
+    err = bad(capsys, "train", "--epochs", 1, "--out", out)
+    assert "--dataset" in err and "--graph" in err
+    assert not out.exists()
+
+
+def test_no_traceback_from_console_script(tmp_path):
+    """The installed entry point (as the pipeline calls it) reports bad input in one line."""
+    proc = subprocess.run([sys.executable, "-m", "cdfgnn.cli", "train", "--dataset", "synth-arxiv",
+                           "--epochs", "0"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["cdfgnn: error: --epochs must be >= 1, got 0"]
+
+
+# -------------------------------------------------------------- aggregate
+def test_aggregate_runs_tables(runs, tmp_path, capsys):
+    out, ep = tmp_path / "t" / "runs.csv", tmp_path / "t" / "epochs.csv"
+    code, _, err = cli(capsys, "aggregate", "--runs", runs / "runs", "--out", out, "--epochs-out", ep)
+    assert code == 0, err
+    df = pd.read_csv(out)
+    assert len(df) == 3
+    for col in ("experiment", "dataset", "trainer", "partitioner", "topology", "workers", "method",
+                "seed", "epoch_time_s", "modelled_epoch_time_s", "final_test", "source"):
+        assert col in df.columns, col
+    assert set(df["experiment"]) == {"exp"}
+    assert set(df["partitioner"].fillna("")) == {"metis", "ebv(gamma=0.1)", ""}
+    assert sorted(df["workers"]) == [1, 2, 4]
+    eps = pd.read_csv(ep)
+    assert len(eps) == 12
+    assert {"epoch", "loss", "train", "val", "test"} <= set(eps.columns)
+
+
+def test_aggregate_partitions_and_table3(files, tmp_path, capsys):
+    stats_dir = tmp_path / "parts"
+    for name, params in (("ebv", ["--param", "gamma=0.0"]), ("ebv", ["--param", "gamma=0.1"]),
+                         ("hdrf", [])):
+        for dph in (1, 2):
+            label = name + "".join(params[1:])
+            assert main(["partition", "--graph", str(files / "g.npz"), "--partitioner", name,
+                         *params, "--workers", str(2 * dph), "--hosts", "2",
+                         "--out", str(stats_dir / f"{label}-{dph}.npz"),
+                         "--stats-out", str(stats_dir / f"{label}-{dph}.stats.json")]) == 0
+    capsys.readouterr()
+    code, _, err = cli(capsys, "aggregate", "--partitions", stats_dir, "--out", tmp_path / "p.csv")
+    assert code == 0, err
+    df = pd.read_csv(tmp_path / "p.csv")
+    assert len(df) == 6 and {"rf", "edge_imbalance", "inner_max", "outer_max"} <= set(df.columns)
+    code, _, err = cli(capsys, "aggregate", "--partitions", stats_dir, "--format", "table3",
+                       "--out", tmp_path / "t3.csv", "--md-out", tmp_path / "t3.md")
+    assert code == 0, err
+    t3 = pd.read_csv(tmp_path / "t3.csv")
+    assert {"EBV γ=0.0", "EBV γ=0.1", "HDRF"} == set(t3["partitioner"])
+    assert "31.08" in (tmp_path / "t3.md").read_text()
+    err = bad(capsys, "aggregate", "--partitions", stats_dir, "--format", "table3",
+              "--out", tmp_path / "t3b.csv")
+    assert "--md-out" in err
+
+
+def test_aggregate_bad_input(tmp_path, capsys):
+    err = bad(capsys, "aggregate", "--runs", tmp_path / "nowhere", "--out", tmp_path / "r.csv")
+    assert "nowhere" in err
+    (tmp_path / "junk.json").write_text("{not json")
+    err = bad(capsys, "aggregate", "--runs", tmp_path / "junk.json", "--out", tmp_path / "r.csv")
+    assert "junk.json" in err
+    (tmp_path / "partial.json").write_text(json.dumps({"status": "running", "config": {},
+                                                       "epochs": []}))
+    err = bad(capsys, "aggregate", "--runs", tmp_path / "partial.json", "--out", tmp_path / "r.csv")
+    assert "partial.json" in err and "complete" in err
+    assert not (tmp_path / "r.csv").exists()
+
+
+# ------------------------------------------------------------------- plot
+@pytest.mark.parametrize("figure", ["accuracy-vs-epoch", "epoch-time-vs-workers"])
+def test_plot_engine_figures(runs, tmp_path, capsys, figure):
+    out = tmp_path / f"{figure}.png"
+    code, _, err = cli(capsys, "plot", figure, "--runs", runs / "runs", "--out", out)
+    assert code == 0, err
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_plot_needs_its_inputs(runs, tmp_path, capsys):
+    err = bad(capsys, "plot", "rf-vs-parts", "--runs", runs / "runs", "--out", tmp_path / "x.png")
+    assert "--partitions" in err
+
+
+# ------------------------------------------------------------------ bench
+def test_bench_unknown_lists_scripts(capsys):
+    err = bad(capsys, "bench", "no_such_benchmark")
+    assert "no_such_benchmark" in err and "valid:" in err
