@@ -17,3 +17,12 @@ def unique_sorted(x: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(x[1:], x[:-1], out=keep[1:])
     return x[keep]
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for every (s, c), vectorised."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    return offsets + np.arange(total, dtype=np.int64)

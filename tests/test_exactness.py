@@ -64,7 +64,8 @@ def test_edge_cut_thread(small_graph, model, layers, p, partitioner):
 @pytest.mark.parametrize("p", [2, 4, 8])
 @pytest.mark.parametrize("partitioner", VERTEX_CUT)
 def test_vertex_cut_thread(small_graph, model, layers, p, partitioner):
-    assert_matches_oracle(small_graph, cfg_for(model, layers, p, "thread"), partitioner)
+    assert_matches_oracle(small_graph, cfg_for(model, layers, p, "thread",
+                                               dropout=0.2 if layers == 3 else 0.0), partitioner)
 
 
 # The process backend spawns real processes (~seconds each): cover each axis once.

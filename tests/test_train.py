@@ -64,6 +64,7 @@ def test_halo_rows_match_partition_book(small_graph, graph_file):
 
 
 def test_minibatch_learns(tmp_path, make_graph):
+    """A smoke test of the trainer end to end (block exactness: test_models.py)."""
     g = make_graph(n=600, seed=5, isolated=0)
     path = tmp_path / "g.npz"
     g.save(path)

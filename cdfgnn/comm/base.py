@@ -131,9 +131,6 @@ class Communicator(ABC):
         finally:
             self.seconds[tag] += time.perf_counter() - t0
 
-    def link_class(self, dst: int) -> str:
-        return "intra" if self.topology.same_host(self.rank, dst) else "inter"
-
     # ----------------------------------------------------------- backend API
     @abstractmethod
     def _all_to_all_impl(self, tensors): ...

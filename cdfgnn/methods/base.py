@@ -37,6 +37,9 @@ class SyncStrategy:
     name = "base"
     #: "edge", "vertex" or None (works with both partition kinds)
     partition_kind: str | None = None
+    #: True if communication runs concurrently with computation (PipeGCN, CaPGNN):
+    #: the modelled epoch is then max(compute, comm) instead of their sum
+    overlaps_compute: bool = False
 
     def __init__(self, **params: Any):
         if params:

@@ -30,6 +30,8 @@ class GNN(nn.Module):
     def forward(self, x: torch.Tensor, props: Propagator | Sequence[Propagator]) -> torch.Tensor:
         if isinstance(props, Propagator):
             props = [props] * len(self.layers)
+        if len(props) != len(self.layers):
+            raise ValueError(f"{len(self.layers)} layers need as many propagators, got {len(props)}")
         h = x
         for i, (layer, prop) in enumerate(zip(self.layers, props)):
             if self.training and self.dropout > 0:
@@ -39,8 +41,3 @@ class GNN(nn.Module):
             if i < len(self.layers) - 1:
                 h = torch.relu(h)
         return h
-
-
-def build_model(model: str, in_dim: int, hidden: int, out_dim: int, layers: int,
-                dropout: float, seed: int) -> GNN:
-    return GNN(model, in_dim, hidden, out_dim, layers, dropout, seed)

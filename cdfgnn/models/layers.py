@@ -30,7 +30,8 @@ class GCNLayer(nn.Module):
     def forward(self, h: torch.Tensor, prop: Propagator, index: int) -> torch.Tensor:
         t = h @ self.weight
         z = prop.aggregate(t, self.norm, index)
-        z = z + prop.local(prop.self_coef(self.norm)[:, None] * t[: prop.num_out] + self.bias)
+        k = prop.self_rows
+        z = z + prop.local(prop.self_coef(self.norm)[:k, None] * t[:k] + self.bias)
         return prop.finish(z, index)
 
 
@@ -51,7 +52,7 @@ class SAGELayer(nn.Module):
 
     def forward(self, h: torch.Tensor, prop: Propagator, index: int) -> torch.Tensor:
         z = prop.aggregate(h @ self.w_neigh, self.norm, index)
-        z = z + prop.local(h[: prop.num_out] @ self.w_self + self.bias)
+        z = z + prop.local(h[: prop.self_rows] @ self.w_self + self.bias)
         return prop.finish(z, index)
 
 

@@ -10,8 +10,9 @@ partition or on a sampled block; it talks to a :class:`Propagator`:
   degrees;
 * ``self_coef(norm)``: the weight of the self term for the output rows (``1/d~_v``
   for gcn, unused for mean);
-* ``local(x)``: keep a per-vertex term (self term, bias) only where it must be
-  added exactly once (vertex-cut: on masters; elsewhere: every output row);
+* ``self_rows``: how many leading output rows take a per-vertex term (self term,
+  bias), which must be added exactly once per vertex (vertex-cut: masters only;
+  elsewhere: every output row); ``local(x)`` pads such a term to all output rows;
 * ``finish(z)``: the layer's sync point after aggregation (vertex-cut:
   gather-to-master + scatter-to-mirrors; identity elsewhere).
 
@@ -128,8 +129,15 @@ class Propagator:
     def aggregate(self, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return self.matrix(norm) @ self.expand(t, layer)
 
+    @property
+    def self_rows(self) -> int:
+        return self.num_out
+
     def local(self, x: torch.Tensor) -> torch.Tensor:
-        return x
+        """Pad a per-vertex term computed for ``self_rows`` rows to all output rows."""
+        if x.shape[0] == self.num_out:
+            return x
+        return torch.cat([x, x.new_zeros((self.num_out - x.shape[0], x.shape[1]))])
 
     def finish(self, z: torch.Tensor, layer: int) -> torch.Tensor:
         return z

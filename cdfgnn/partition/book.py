@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdfgnn.arrays import unique_sorted
+from cdfgnn.arrays import ranges, unique_sorted
 from cdfgnn.data.graph import Graph
 from cdfgnn.partition.base import Partitioning
 
@@ -37,13 +37,11 @@ class PartitionBook:
     kind: str                      # "edge" | "vertex"
     local_nodes: np.ndarray        # global id of every local row
     num_owned: int                 # rows [0, num_owned) are owned here
-    owner: np.ndarray              # owning rank of every local row
     adj_indptr: np.ndarray         # local CSR: rows = adj_rows, cols = local row ids
     adj_indices: np.ndarray
     send_idx: list[np.ndarray]     # per peer: local rows whose value goes to the peer
     recv_idx: list[np.ndarray]     # per peer: local rows that take / add the peer's value
     global_degree: np.ndarray      # global degree (no self-loop) of every local row
-    num_global_nodes: int
 
     @property
     def num_local(self) -> int:
@@ -58,9 +56,6 @@ class PartitionBook:
     def owned_nodes(self) -> np.ndarray:
         return self.local_nodes[: self.num_owned]
 
-    def peers(self) -> list[int]:
-        return [q for q in range(self.num_parts)
-                if q != self.rank and (self.send_idx[q].size or self.recv_idx[q].size)]
 
 
 def build_books(graph: Graph, part: Partitioning, ranks: list[int] | None = None,
@@ -88,19 +83,18 @@ def _edge_cut_books(graph: Graph, part: Partitioning, ranks: list[int]) -> list[
     books = []
     for r in ranks:
         inner = np.flatnonzero(node_part == r)
-        halo = np.concatenate([needed[pair_groups.slice(r * p + q)] for q in range(p)])
+        halo = needed[pair_groups.span(r * p, r * p + p)]     # by owner, then gid
         local_nodes = np.concatenate([inner, halo])
         g2l = _global_to_local(local_nodes, n)
         lo, hi = graph.indptr[inner], graph.indptr[inner + 1]
         counts = hi - lo
         indptr = np.zeros(inner.size + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
-        indices = g2l[graph.indices[_ranges(lo, counts)]]
+        indices = g2l[graph.indices[ranges(lo, counts)]]
         send_idx = [g2l[needed[pair_groups.slice(q * p + r)]] for q in range(p)]
         recv_idx = [g2l[needed[pair_groups.slice(r * p + q)]] for q in range(p)]
-        owner = node_part[local_nodes]
-        books.append(PartitionBook(r, p, "edge", local_nodes, int(inner.size), owner, indptr,
-                                   indices, send_idx, recv_idx, deg[local_nodes], n))
+        books.append(PartitionBook(r, p, "edge", local_nodes, int(inner.size), indptr, indices,
+                                   send_idx, recv_idx, deg[local_nodes]))
     return books
 
 
@@ -132,9 +126,8 @@ def _vertex_cut_books(graph: Graph, part: Partitioning, ranks: list[int]) -> lis
         # gather direction: my mirrors mastered by q go to q; q's mirrors of my masters come in
         send_idx = [g2l[mir_v[groups.slice(r * p + q)]] if q != r else _EMPTY for q in range(p)]
         recv_idx = [g2l[mir_v[groups.slice(q * p + r)]] if q != r else _EMPTY for q in range(p)]
-        owner = master[local_nodes]
-        books.append(PartitionBook(r, p, "vertex", local_nodes, int(owned.size), owner, indptr,
-                                   indices, send_idx, recv_idx, deg[local_nodes], n))
+        books.append(PartitionBook(r, p, "vertex", local_nodes, int(owned.size), indptr, indices,
+                                   send_idx, recv_idx, deg[local_nodes]))
     return books
 
 
@@ -159,15 +152,6 @@ def _global_to_local(local_nodes: np.ndarray, n: int) -> np.ndarray:
     g2l = np.full(n, -1, dtype=np.int64)
     g2l[local_nodes] = np.arange(local_nodes.size, dtype=np.int64)
     return g2l
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for every (s, c), vectorised."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    return offsets + np.arange(total, dtype=np.int64)
 
 
 def _sym_csr(s: np.ndarray, d: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

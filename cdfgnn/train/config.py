@@ -68,6 +68,19 @@ class TrainConfig:
             raise CdfgnnError(f"unknown backend {self.backend!r}; valid: process, thread")
         if self.trainer not in ("distributed", "full-graph", "minibatch"):
             raise CdfgnnError(f"unknown trainer {self.trainer!r}; valid: distributed, full-graph, minibatch")
+        if self.eval_every < 1:
+            raise CdfgnnError(f"--eval-every must be >= 1, got {self.eval_every}")
+        if self.batch_size < 1:
+            raise CdfgnnError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if any(f < 0 for f in self.fanouts):
+            raise CdfgnnError(f"--fanouts must be >= 0, got {self.fanouts}")
+        if not self.lr > 0:
+            raise CdfgnnError(f"--lr must be > 0, got {self.lr}")
+        if self.device != "cpu":
+            # the communicators have an nccl path, but the engine keeps model and data on
+            # the CPU: refuse rather than record a CPU run as a GPU one
+            raise CdfgnnError(f"--device {self.device!r} is not supported yet: the training "
+                              "engine runs on the CPU only (GPU runs are a roadmap item)")
         if self.warmup < 0:
             raise CdfgnnError(f"--warmup must be >= 0, got {self.warmup}")
 

@@ -51,6 +51,10 @@ class EpochTimes:
     def compute_s(self) -> float:
         return max(self.wall_s - self.comm_s - self.reduce_s, 0.0)
 
+    def as_dict(self) -> dict[str, float]:
+        return {"wall_s": self.wall_s, "cpu_s": self.cpu_s, "comm_s": self.comm_s,
+                "reduce_s": self.reduce_s, "compute_s": self.compute_s}
+
 
 @dataclass
 class LoopResult:
@@ -99,6 +103,8 @@ def run_epochs(model: GNN, prop: Propagator, data: LocalData, *, epochs: int, lr
     """Train ``model``; ``comm`` None means one process (the oracle)."""
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     params = [p for p in model.parameters()]
+    for layer in model.layers:  # build normalised matrices now, not in epoch 0's timing
+        prop.matrix(layer.norm)
     res = LoopResult()
     for epoch in range(epochs):
         if comm is not None:

@@ -13,6 +13,7 @@ import time
 import numpy as np
 import torch
 
+from cdfgnn.arrays import ranges
 from cdfgnn.data.graph import Graph
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator
 from cdfgnn.train.config import TrainConfig
@@ -27,9 +28,22 @@ def full_graph_data(graph: Graph) -> LocalData:
                      torch.from_numpy(graph.test), int(graph.train.sum()), graph.multilabel)
 
 
+def one_thread(fn):
+    """Run ``fn`` with one intra-op thread (as every simulated worker), then restore."""
+    def wrapper(*args, **kwargs):
+        previous = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(previous)
+    wrapper.__doc__, wrapper.__name__ = fn.__doc__, fn.__name__
+    return wrapper
+
+
+@one_thread
 def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
     """Returns ``{"epochs": [...], "times": [...], "final_state": state_dict}``."""
-    torch.set_num_threads(1)
     model = model_for(cfg, graph)
     prop = FullGraphPropagator(graph.indptr, graph.indices)
     res = run_epochs(model, prop, full_graph_data(graph), epochs=cfg.epochs, lr=cfg.lr,
@@ -39,7 +53,7 @@ def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
 
 def _as_dict(res: LoopResult) -> dict:
     return {"epochs": res.epochs,
-            "times": [t.__dict__ | {"compute_s": t.compute_s} for t in res.times],
+            "times": [t.as_dict() for t in res.times],
             "final_state": res.final_state}
 
 
@@ -66,29 +80,26 @@ def sample_blocks(graph: Graph, seeds: np.ndarray, fanouts: list[int],
         lo, hi = graph.indptr[dst], graph.indptr[dst + 1]
         counts = hi - lo
         rows = np.repeat(np.arange(dst.size), counts)
-        arcs = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) \
-            + np.arange(int(counts.sum()))
-        # keep a uniform random subset of at most `fanout` neighbours per row
-        keys = rng.random(arcs.size)
-        order = np.lexsort((keys, rows))
-        rank_in_row = np.arange(arcs.size) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-        keep = order[rank_in_row < fanout] if fanout > 0 else order[:0]
-        keep.sort()
+        arcs = ranges(lo, counts)
+        # keep a uniform random subset of at most `fanout` neighbours per row: order each
+        # row's arcs by a random key and keep the first `fanout`
+        order = np.lexsort((rng.random(arcs.size), rows))
+        rank_in_row = ranges(np.zeros_like(counts), counts)
+        keep = np.sort(order[rank_in_row < fanout])
         rows_k, nbrs = rows[keep], graph.indices[arcs[keep]]
         new = np.setdiff1d(np.unique(nbrs), dst, assume_unique=False)
         src = np.concatenate([dst, new])
-        pos = np.empty(graph.num_nodes, dtype=np.int64)
-        pos[src] = np.arange(src.size)
+        sorter = np.argsort(src, kind="stable")  # local ids without an O(N) buffer per batch
         indptr = np.zeros(dst.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows_k, minlength=dst.size), out=indptr[1:])
-        blocks.append(BlockPropagator(graph, dst, src, indptr, pos[nbrs]))
+        blocks.append(BlockPropagator(graph, dst, src, indptr, sorter[np.searchsorted(src, nbrs, sorter=sorter)]))
         dst = src
     return dst, blocks[::-1]
 
 
+@one_thread
 def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
     """Neighbour-sampling training; evaluation is exact full-graph inference."""
-    torch.set_num_threads(1)
     if len(cfg.fanouts) != cfg.layers:
         from cdfgnn.errors import CdfgnnError
         raise CdfgnnError(f"--fanouts needs one value per layer ({cfg.layers}), got {cfg.fanouts}")
@@ -103,10 +114,10 @@ def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
         rng = np.random.default_rng([cfg.seed, epoch])
         perm = rng.permutation(train_ids)
         model.train()
-        model.epoch = epoch
         t0, c0 = time.perf_counter(), time.thread_time()
         total = torch.zeros((), dtype=torch.float64)
-        for start in range(0, perm.size, cfg.batch_size):
+        for b, start in enumerate(range(0, perm.size, cfg.batch_size)):
+            model.epoch = epoch * 1_000_003 + b  # a fresh dropout mask per batch
             seeds = np.sort(perm[start: start + cfg.batch_size])
             inputs, blocks = sample_blocks(graph, seeds, cfg.fanouts, rng)
             out = model(x[inputs], blocks)
@@ -120,7 +131,11 @@ def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         res.times.append(EpochTimes(wall, cpu, 0.0, 0.0))
         row = {"epoch": epoch, "batches": -(-perm.size // cfg.batch_size)}
-        row.update(_evaluate(model, full, data, total / max(train_ids.size, 1), None))
+        mean_loss = total / max(train_ids.size, 1)
+        if epoch % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
+            row.update(_evaluate(model, full, data, mean_loss, None))
+        else:
+            row["loss"] = float(mean_loss)
         res.epochs.append(row)
     res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return _as_dict(res)

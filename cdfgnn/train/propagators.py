@@ -55,12 +55,10 @@ class VertexCutPropagator(_BookPropagator):
     def __init__(self, book: PartitionBook, strategy: SyncStrategy):
         super().__init__(book, strategy)
         self.input_ids = torch.from_numpy(book.local_nodes)
-        mask = torch.zeros(book.num_local, 1)
-        mask[: book.num_owned] = 1.0
-        self.master_mask = mask
 
-    def local(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.master_mask
+    @property
+    def self_rows(self) -> int:
+        return self.book.num_owned  # masters come first; mirrors get the term by the sync
 
     def finish(self, z: torch.Tensor, layer: int) -> torch.Tensor:
         return ReplicaSync.apply(z, self, layer)

@@ -49,10 +49,15 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
         body = _run_distributed(cfg, graph)
     else:
         body = _run_one_process(cfg, graph)
+    config = cfg.to_dict()
+    if body["partition"] is not None:  # with a partition file, the file says what made it
+        config["partitioner"] = body["partition"]["method"]
+        config["partition_params"] = {k: v for k, v in body["partition"]["params"].items()
+                                      if k != "seed"}
     record = {
         "schema_version": SCHEMA_VERSION,
         "status": "complete",
-        "config": cfg.to_dict(),
+        "config": config,
         "provenance": provenance(cfg.backend if cfg.trainer == "distributed" else "none",
                                  cfg.device),
         "graph": graph_stats(graph),
@@ -121,44 +126,52 @@ def train_distributed(cfg: TrainConfig, graph: Graph, part: Partitioning) -> lis
                       timeout_s=cfg.timeout_s, args=(job,), device=cfg.device)
 
 
+def _mean_traffic(snapshots: list[dict], p: int) -> dict[str, dict[str, np.ndarray]]:
+    """Per tag, the mean over epochs of bytes/msgs/rows sent to each destination."""
+    tot: dict[str, dict[str, np.ndarray]] = {}
+    for snap in snapshots:
+        for tag, d in snap.items():
+            t = tot.setdefault(tag, {f: np.zeros(p) for f in ("bytes", "msgs", "rows")})
+            for f in t:
+                t[f] += d[f]
+    for t in tot.values():
+        for f in t:
+            t[f] /= max(len(snapshots), 1)
+    return tot
+
+
 def _assemble(cfg, topology, network, part, graph, results, partition_stats) -> dict[str, Any]:
+    from cdfgnn.methods.base import METHODS
+
     p = cfg.workers
     sl = timed_slice(cfg.epochs, cfg.warmup)
+    host = np.arange(p) // topology.devices_per_host
     ranks, comm_model, compute_cpu = [], [], []
     per_epoch = _zero_traffic()
-    by_tag: dict[str, dict[str, int]] = {}
-    rows_sent = 0
+    by_tag: dict[str, dict[str, float]] = {}
+    rows_sent = 0.0
     for r, res in enumerate(results):
         t = mean_times(res["times"], sl)
-        timed = res["traffic"][sl]
-        epoch_comm = []
-        for snap in timed:
-            bytes_to = np.zeros(p, dtype=np.int64)
-            msgs_to = np.zeros(p, dtype=np.int64)
-            for tag, d in snap.items():
-                bytes_to += np.asarray(d["bytes"])
-                msgs_to += np.asarray(d["msgs"])
-            epoch_comm.append(network.comm_seconds(r, bytes_to, msgs_to))
-        comm_model.append(float(np.mean(epoch_comm)) if epoch_comm else 0.0)
+        traffic = _mean_traffic(res["traffic"][sl], p)
+        masks = {"intra": (host == host[r]) & (np.arange(p) != r), "inter": host != host[r]}
+        # the cost model is linear in bytes and messages: model the mean epoch directly
+        bytes_to = sum((tr["bytes"] for tr in traffic.values()), np.zeros(p))
+        msgs_to = sum((tr["msgs"] for tr in traffic.values()), np.zeros(p))
+        comm_model.append(float(network.comm_seconds(r, bytes_to, msgs_to)))
         compute_cpu.append(t["cpu_s"])
-        for snap in timed:
-            for tag, d in snap.items():
-                agg = by_tag.setdefault(tag, {"bytes": 0, "msgs": 0, "rows": 0})
-                for dst in range(p):
-                    if dst == r:
-                        continue
-                    cls = "intra" if topology.same_host(r, dst) else "inter"
-                    per_epoch[cls]["bytes"] += d["bytes"][dst] / len(timed)
-                    per_epoch[cls]["msgs"] += d["msgs"][dst] / len(timed)
-                    agg["bytes"] += d["bytes"][dst] / len(timed)
-                    agg["msgs"] += d["msgs"][dst] / len(timed)
-                    agg["rows"] += d["rows"][dst] / len(timed)
-                    if not tag.startswith(("grad", "eval")):
-                        rows_sent += d["rows"][dst] / len(timed)
-        ranks.append({"rank": r, "host": int(topology.host_of(r)), **t,
+        for tag, tr in traffic.items():
+            agg = by_tag.setdefault(tag, {"bytes": 0.0, "msgs": 0.0, "rows": 0.0})
+            for cls, mask in masks.items():
+                for f in ("bytes", "msgs"):
+                    per_epoch[cls][f] += float(tr[f][mask].sum())
+            for f in agg:
+                agg[f] += float(tr[f][masks["intra"] | masks["inter"]].sum())
+            if not tag.startswith(("grad", "eval")):
+                rows_sent += float(tr["rows"].sum() - tr["rows"][r])
+        ranks.append({"rank": r, "host": int(host[r]), **t,
                       "modelled_comm_s": comm_model[-1], "peak_rss_mb": res["peak_rss_mb"],
                       "local_rows": res["local_rows"], "owned_rows": res["owned_rows"]})
-    overlap = False
+    overlap = METHODS.get(cfg.method).overlaps_compute
     modelled = network.epoch_seconds(compute_cpu, comm_model, overlap=overlap)
     epochs = results[0]["epochs"]
     return {

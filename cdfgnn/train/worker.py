@@ -8,7 +8,7 @@ import torch
 
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
-from cdfgnn.models import build_model
+from cdfgnn.models import GNN
 from cdfgnn.partition.base import Partitioning
 from cdfgnn.partition.book import PartitionBook, build_books
 from cdfgnn.train.config import TrainConfig
@@ -44,8 +44,8 @@ def local_data(graph: Graph, book: PartitionBook, rows: np.ndarray) -> LocalData
 
 
 def model_for(cfg: TrainConfig, graph: Graph):
-    return build_model(cfg.model, graph.num_features, cfg.hidden, graph.num_classes,
-                       cfg.layers, cfg.dropout, cfg.seed)
+    return GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
+               cfg.dropout, cfg.seed)
 
 
 def rank_main(comm, job: RankJob) -> dict:
@@ -68,7 +68,7 @@ def rank_main(comm, job: RankJob) -> dict:
     return {
         "rank": comm.rank,
         "epochs": res.epochs,
-        "times": [t.__dict__ | {"compute_s": t.compute_s} for t in res.times],
+        "times": [t.as_dict() for t in res.times],
         "traffic": res.traffic,
         "final_state": res.final_state if comm.rank == 0 else None,
         "peak_rss_mb": peak_rss_mb(),
