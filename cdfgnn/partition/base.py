@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import operator
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -102,6 +103,17 @@ class EdgeList:
 
 
 PARTITIONERS: Registry[Callable[..., np.ndarray]] = Registry("partitioner")
+
+
+def check_seed(name: str, seed) -> int:
+    """A partitioner's seed as a non-negative int; anything else raises CdfgnnError."""
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise CdfgnnError(f"partitioner {name!r}: seed must be an integer, got {seed!r}") from None
+    if isinstance(seed, bool) or seed < 0:
+        raise CdfgnnError(f"partitioner {name!r}: seed must be a non-negative integer, got {seed!r}")
+    return seed
 
 
 def partitioner(name: str, kind: str):

@@ -34,21 +34,11 @@ import numpy as np
 
 from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.partition.base import Topology, partitioner
+from cdfgnn.partition.base import Topology, check_seed, partitioner
 
 _TAG_RANDOM = 0x524E44  # "RND"
 _TAG_METIS = 0x4D4554  # "MET"
 OBJECTIVES = ("cut", "vol")
-
-
-def _check_seed(name: str, seed) -> int:
-    try:
-        seed = operator.index(seed)
-    except TypeError:
-        raise CdfgnnError(f"partitioner {name!r}: seed must be an integer, got {seed!r}") from None
-    if isinstance(seed, bool) or seed < 0:
-        raise CdfgnnError(f"partitioner {name!r}: seed must be a non-negative integer, got {seed!r}")
-    return seed
 
 
 def _check_inputs(name: str, graph: Graph, topology: Topology, params: dict) -> int:
@@ -115,7 +105,7 @@ def metis(graph: Graph, topology: Topology, *, seed: int, objective: str = "cut"
           ufactor: int | None = None, **params) -> np.ndarray:
     """METIS node -> part assignment (int64 [N]); ``objective`` "cut" or "vol"."""
     p = _check_inputs("metis", graph, topology, params)
-    seed = _check_seed("metis", seed)
+    seed = check_seed("metis", seed)
     if ufactor is not None:
         try:
             ufactor = operator.index(ufactor)
@@ -131,4 +121,4 @@ def metis(graph: Graph, topology: Topology, *, seed: int, objective: str = "cut"
 def random_nodes(graph: Graph, topology: Topology, *, seed: int, **params) -> np.ndarray:
     """Balanced random node -> part assignment (int64 [N])."""
     p = _check_inputs("random-nodes", graph, topology, params)
-    return round_robin_parts(graph.num_nodes, p, _check_seed("random-nodes", seed))
+    return round_robin_parts(graph.num_nodes, p, check_seed("random-nodes", seed))

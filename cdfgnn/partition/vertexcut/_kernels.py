@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.partition.base import EdgeList, Topology
+from cdfgnn.partition.base import EdgeList, Topology, check_seed
 
 # SplitMix64 constants (golden-ratio increment and the two finaliser multipliers).
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -85,12 +85,7 @@ def prepare(name: str, edges: EdgeList, topology: Topology) -> tuple[np.ndarray,
 
 def seed_state(name: str, seed, tag: int, count: int) -> np.ndarray:
     """``count`` uint64 words derived from ``(seed, tag)``; bad seeds raise CdfgnnError."""
-    try:
-        seed = operator.index(seed)
-    except TypeError:
-        raise CdfgnnError(f"partitioner {name!r}: seed must be an integer, got {seed!r}") from None
-    if isinstance(seed, bool) or seed < 0:
-        raise CdfgnnError(f"partitioner {name!r}: seed must be a non-negative integer, got {seed!r}")
+    seed = check_seed(name, seed)
     return np.random.SeedSequence([seed, tag]).generate_state(count, dtype=np.uint64)
 
 
