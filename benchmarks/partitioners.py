@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({big.num_edges / metis_s / 1e6:.2f} M edges/s)")
 
     warm = power_law_edges(5_000, seed=1)
-    rows, verdicts = [], []
+    rows = []
     for name in names:
         fn = PARTITIONERS.get(name)
         fn(warm, topology, seed=0)  # numba compilation / cache load, not timed

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 from cdfgnn.errors import CdfgnnError, WorkerFailedError
-from cdfgnn.fileio import atomic_write_text
+from cdfgnn.fileio import atomic_write_json, json_default
 
 EXIT_BAD_INPUT = 2
 
@@ -48,26 +47,6 @@ def parse_params(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
     return out
 
 
-def _write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=1, default=_json_default) + "\n")
-
-
-def _json_default(obj: Any) -> Any:
-    import numpy as np
-
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def _load_partitioners() -> None:
-    """Importing the families registers every partitioner in PARTITIONERS."""
-    import cdfgnn.partition.edgecut  # noqa: F401
-    import cdfgnn.partition.vertexcut  # noqa: F401
-
-
 # ------------------------------------------------------------ subcommands
 def cmd_prepare(args: argparse.Namespace) -> int:
     from cdfgnn.data.datasets import get_graph
@@ -78,18 +57,18 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if args.stats_out:
         row = {"dataset": args.dataset, "scale": args.scale, "seed": args.seed,
                **graph_stats(graph)}
-        _write_json(args.stats_out, row)
+        atomic_write_json(args.stats_out, row)
     print(f"{args.dataset}: {graph.num_nodes} nodes, {graph.num_edges} edges -> {args.out}")
     return 0
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
     from cdfgnn.data.graph import Graph
-    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.api import ensure_registered, partition_graph
     from cdfgnn.partition.base import PARTITIONERS, Topology
     from cdfgnn.partition.stats import partition_stats
 
-    _load_partitioners()
+    ensure_registered()
     PARTITIONERS.get(args.partitioner)  # unknown names fail before the graph is read
     params = parse_params(args.param, "--param")
     if "seed" in params:
@@ -102,7 +81,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
         stats = partition_stats(graph, part)
         row = {"partitioner": args.label or args.partitioner, "algorithm": args.partitioner,
                "seed": args.seed, "workers": topology.num_parts, **stats}
-        _write_json(args.stats_out, row)
+        atomic_write_json(args.stats_out, row)
     print(f"{args.partitioner} {topology.label} on {graph.name}: {part.seconds:.3f} s -> {args.out}")
     return 0
 
@@ -172,9 +151,10 @@ def _check_names(cfg) -> None:
     if cfg.trainer == "distributed":
         METHODS.get(cfg.method)
         if cfg.partition_file is None:
+            from cdfgnn.partition.api import ensure_registered
             from cdfgnn.partition.base import PARTITIONERS
 
-            _load_partitioners()
+            ensure_registered()
             PARTITIONERS.get(cfg.partitioner)
     if cfg.graph is None:
         from cdfgnn.data.datasets import DATASETS
@@ -191,7 +171,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     record = run_training(cfg)
     summary = record.get("summary", {})
-    print(json.dumps({"out": cfg.out, **summary}, default=_json_default))
+    print(json.dumps({"out": cfg.out, **summary}, default=json_default))
     return 0
 
 

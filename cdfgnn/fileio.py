@@ -1,6 +1,7 @@
 """Atomic file writes: a killed writer never leaves a file that looks complete."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -20,3 +21,17 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
+
+def json_default(obj):
+    """``json.dumps`` fallback for numpy scalars and arrays."""
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=1, default=json_default) + "\n")

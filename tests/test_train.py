@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from cdfgnn.errors import CdfgnnError, WorkerFailedError
 from cdfgnn.methods.base import METHODS, SyncStrategy
 from cdfgnn.partition.api import partition_graph
-from cdfgnn.partition.base import Partitioning, Topology
+from cdfgnn.partition.base import Topology
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training

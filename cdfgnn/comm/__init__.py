@@ -9,8 +9,8 @@ from cdfgnn.comm.base import CommStats, Communicator
 from cdfgnn.comm.launcher import BACKENDS, launch
 from cdfgnn.comm.network import GB, NETWORK_PROFILES, LinkProfile, NetworkModel
 from cdfgnn.comm.process import ProcessCommunicator
-from cdfgnn.comm.thread import (CollectiveAbortedError, CollectiveTimeoutError, ThreadCommunicator,
-                                ThreadGroup)
+from cdfgnn.comm.thread import ThreadCommunicator, ThreadGroup
+from cdfgnn.errors import CollectiveAbortedError, CollectiveTimeoutError
 
 __all__ = [
     "BACKENDS", "GB", "NETWORK_PROFILES", "CollectiveAbortedError", "CollectiveTimeoutError",

@@ -40,8 +40,7 @@ import threading
 import torch
 
 from cdfgnn.comm.base import Communicator
-from cdfgnn.errors import (CdfgnnError, CollectiveAbortedError, CollectiveTimeoutError,
-                           WorkerFailedError)
+from cdfgnn.errors import CdfgnnError, CollectiveAbortedError, CollectiveTimeoutError
 from cdfgnn.partition.base import Topology
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 import cdfgnn
-from cdfgnn.fileio import atomic_write_text
+from cdfgnn.fileio import atomic_write_json
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "run.schema.json"
@@ -107,14 +107,4 @@ def validate_record(record: dict) -> None:
 def write_record(record: dict, path: str | os.PathLike) -> None:
     """Validate, then write atomically (a killed run never leaves a file that looks complete)."""
     validate_record(record)
-    atomic_write_text(path, json.dumps(record, indent=1, default=_json_default) + "\n")
-
-
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o)}")
+    atomic_write_json(path, record)
