@@ -335,8 +335,8 @@ def plot_rf_vs_parts(rows: Iterable[dict[str, Any]], png_path: str | os.PathLike
     """Two panels, RF vs P and edge imbalance vs P, one line per partitioner.
 
     ``rows`` are :func:`partition_stats` dicts; values at the same (dataset,
-    partitioner, P) are averaged (seeds, and topologies with equal P). With several
-    datasets each gets its own line style; ``dataset`` keeps only that one. Writes
+    partitioner, P) are averaged (seeds, and topologies with equal P). Each dataset
+    gets its own row of panels; ``dataset`` keeps only that one. Writes
     ``png_path`` and the same name with ``.pdf``, each via a temporary file and
     :func:`os.replace`. Returns both paths.
     """
@@ -354,33 +354,37 @@ def plot_rf_vs_parts(rows: Iterable[dict[str, Any]], png_path: str | os.PathLike
         ["dataset", "partitioner", "P"], as_index=False)[["rf", "edge_if"]].mean()
     datasets = sorted(df["dataset"].unique())
     labels = sorted(df["partitioner"].unique(), key=_order_key)
-    styles = ["-", "--", ":", "-."]
     markers = ["o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">"]
 
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    axes = fig.subplots(1, 2)
-    for k, lab in enumerate(labels):
-        for j, ds in enumerate(datasets):
+    # one row of (RF, imbalance) panels per dataset, one shared legend on the right
+    fig = Figure(figsize=(10, 2.6 * len(datasets) + 0.6), layout="constrained")
+    axes = fig.subplots(len(datasets), 2, squeeze=False)
+    ps = sorted(df["P"].unique())
+    for row, ds in zip(axes, datasets):
+        for k, lab in enumerate(labels):
             part = df[(df["partitioner"] == lab) & (df["dataset"] == ds)].sort_values("P")
             if part.empty:
                 continue
-            name = lab if len(datasets) == 1 else f"{lab} ({ds})"
-            kw = dict(color=f"C{k % 10}", linestyle=styles[j % len(styles)],
-                      marker=markers[k % len(markers)], label=name)
-            axes[0].plot(part["P"], part["rf"], **kw)
-            axes[1].plot(part["P"], part["edge_if"], **kw)
-    ps = sorted(df["P"].unique())
-    for ax, ylabel in zip(axes, ["replication factor RF", "edge imbalance max |E_i| / (|E|/P)"]):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ps, [str(p) for p in ps])
+            kw = dict(color=f"C{k % 10}", marker=markers[k % len(markers)], label=lab,
+                      linestyle="--" if k >= 10 else "-")
+            row[0].plot(part["P"], part["rf"], **kw)
+            row[1].plot(part["P"], part["edge_if"], **kw)
+        for ax, ylabel in zip(row, ["replication factor RF", "edge imbalance"]):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ps, [str(p) for p in ps])
+            ax.set_ylabel(ylabel)
+            ax.grid(True, alpha=0.3)
+        row[0].set_title(f"{ds}: RF = sum |V_i| / |V|", fontsize=9)
+        row[1].set_title(f"{ds}: max |E_i| / (|E|/P)", fontsize=9)
+    for ax in axes[-1]:
         ax.set_xlabel("parts P")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-    axes[0].set_title("Replication factor vs P")
-    axes[1].set_title("Edge imbalance vs P")
-    axes[1].legend(fontsize=7, loc="best")
-    if len(datasets) == 1:
-        fig.suptitle(f"Partition quality on {datasets[0]}")
+    legend: dict[str, Any] = {}
+    for ax in axes[:, 0]:
+        for h, name in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(name, h)
+    names = [lab for lab in labels if lab in legend]
+    fig.legend([legend[n] for n in names], names, loc="outside right upper", fontsize=8)
+    fig.suptitle("Partition quality vs number of parts")
 
     png = Path(png_path)
     pdf = png.with_suffix(".pdf")
