@@ -386,3 +386,9 @@ def test_sorting_and_bitmap_paths_agree(monkeypatch):
     dense = [partition_stats(g, p) for p in parts]
     monkeypatch.setattr(S, "_BITMAP_MAX_CELLS", 0)  # force np.unique over v * p + part
     assert [partition_stats(g, p) for p in parts] == dense
+
+
+def test_a_rise_in_outer_is_called_a_rise():
+    df = R.table3([_row("d", "ebv", 2, 2, 10, 100, 2.0, gamma=0.0),
+                   _row("d", "ebv", 2, 2, 10, 110, 2.0, gamma=0.1)])
+    assert "γ=0.1 raises Outer by 10.00% on average" in R.claim_lines(df)[1]

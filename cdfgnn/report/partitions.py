@@ -201,7 +201,8 @@ def claim_lines(df: pd.DataFrame, min_gpus_per_host: int = 2) -> list[str]:
         measured = ("Measured: no (dataset, topology) pair with both EBV γ=0.0 and EBV γ=0.1, "
                     f"at least {min_gpus_per_host} GPUs per host and Outer > 0; nothing to compare.")
     else:
-        measured = (f"Measured: γ=0.1 cuts Outer by {s['outer_cut']:.2f}% on average over "
+        verb = "cuts" if s["outer_cut"] >= 0 else "raises"
+        measured = (f"Measured: γ=0.1 {verb} Outer by {abs(s['outer_cut']):.2f}% on average over "
                     f"{s['pairs']} (dataset, topology) pairs; Inner changes by "
                     f"{s['inner_change']:+.2f}%; RF changes by {s['rf_change']:+.2f}%.")
     return [paper, measured]
