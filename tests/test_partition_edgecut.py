@@ -11,6 +11,7 @@ from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.api import partition_graph
 from cdfgnn.partition.base import PARTITIONERS, Topology
 from cdfgnn.partition.edgecut import metis, random_nodes, round_robin_parts
+from graphs import planted_edges
 
 
 def graph_from(src, dst, n: int, name: str = "g") -> Graph:
@@ -21,12 +22,8 @@ def graph_from(src, dst, n: int, name: str = "g") -> Graph:
 
 
 def clustered_graph(blocks=8, size=80, p_in=0.12, p_out=0.004, seed=0) -> Graph:
-    rng = np.random.default_rng(seed)
-    n = blocks * size
-    b = np.repeat(np.arange(blocks), size)
-    iu, ju = np.triu_indices(n, 1)
-    keep = rng.random(iu.size) < np.where(b[iu] == b[ju], p_in, p_out)
-    return graph_from(iu[keep], ju[keep], n, "clustered")
+    src, dst, n = planted_edges(blocks, size, p_in, p_out, seed)
+    return graph_from(src, dst, n, "clustered")
 
 
 def edge_cut(g: Graph, parts: np.ndarray) -> int:

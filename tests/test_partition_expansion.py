@@ -16,6 +16,7 @@ from cdfgnn.partition.vertexcut.hep import hep
 from cdfgnn.partition.vertexcut.ne import ne
 from cdfgnn.partition.vertexcut.projected import (cross_edge_mask, metis_edges,
                                                   projected_node_parts)
+from graphs import planted_edges
 
 EXPANSION = ["ne", "hep", "dne"]
 ALL = EXPANSION + ["metis-edges"]
@@ -45,12 +46,7 @@ def replication_factor(el: EdgeList, parts: np.ndarray, p: int) -> float:
 
 def planted_partition(blocks=8, size=60, p_in=0.15, p_out=0.003, seed=0) -> EdgeList:
     """Clustered graph: dense blocks, sparse links between them (src < dst, unique)."""
-    rng = np.random.default_rng(seed)
-    n = blocks * size
-    b = np.repeat(np.arange(blocks), size)
-    iu, ju = np.triu_indices(n, 1)
-    keep = rng.random(iu.size) < np.where(b[iu] == b[ju], p_in, p_out)
-    return EdgeList(iu[keep].astype(np.int64), ju[keep].astype(np.int64), n)
+    return EdgeList(*planted_edges(blocks, size, p_in, p_out, seed))
 
 
 def power_law(n=3000, avg=8.0, seed=0) -> EdgeList:

@@ -62,7 +62,8 @@ class Topology:
         if workers < 1:
             raise CdfgnnError(f"--workers must be >= 1, got {workers}")
         if hosts < 1 or workers % hosts:
-            raise CdfgnnError(f"--workers {workers} is not divisible by --hosts {hosts}")
+            raise CdfgnnError(f"--workers {workers} is not divisible by --hosts {hosts}: "
+                              "workers must be a multiple of --hosts")
         return cls(hosts, workers // hosts)
 
     @property

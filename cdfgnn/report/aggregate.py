@@ -54,15 +54,25 @@ def _read_json(path: Path) -> Any:
         raise CorruptFileError(f"{path}: not a readable JSON file ({exc})") from None
 
 
+def _load_objects(paths: Iterable[str], pattern: str, what: str) -> list[tuple[Path, dict]]:
+    """(path, JSON object) for every ``pattern`` file under ``paths``; non-objects fail."""
+    files = expand_paths(paths, pattern)
+    if not files:
+        raise CdfgnnError(f"no {what} ({pattern}) found in {list(paths)}")
+    out = []
+    for f in files:
+        obj = _read_json(f)
+        if not isinstance(obj, dict):
+            raise CorruptFileError(f"{f}: expected one JSON object of {what}")
+        out.append((f, obj))
+    return out
+
+
 def load_runs(paths: Iterable[str]) -> list[dict[str, Any]]:
     """RunRecords from files or folders (``*.json``); each gets ``_source`` = its path."""
-    files = expand_paths(paths, "*.json")
-    if not files:
-        raise CdfgnnError(f"no run records found in {list(paths)}")
     records = []
-    for f in files:
-        rec = _read_json(f)
-        if not isinstance(rec, dict) or "config" not in rec or "epochs" not in rec:
+    for f, rec in _load_objects(paths, "*.json", "run records"):
+        if "config" not in rec or "epochs" not in rec:
             raise CorruptFileError(f"{f}: not a run record (needs 'config' and 'epochs')")
         if rec.get("status") != "complete":
             raise CorruptFileError(f"{f}: run status is {rec.get('status')!r}, not 'complete'")
@@ -73,16 +83,7 @@ def load_runs(paths: Iterable[str]) -> list[dict[str, Any]]:
 
 def load_rows(paths: Iterable[str], what: str) -> list[dict[str, Any]]:
     """One-object JSON rows (statistics files) from files or folders (``*.stats.json``)."""
-    files = expand_paths(paths, "*.stats.json")
-    if not files:
-        raise CdfgnnError(f"no {what} files (*.stats.json) found in {list(paths)}")
-    rows = []
-    for f in files:
-        row = _read_json(f)
-        if not isinstance(row, dict):
-            raise CorruptFileError(f"{f}: expected one JSON object of {what}")
-        rows.append(row)
-    return rows
+    return [row for _, row in _load_objects(paths, "*.stats.json", what)]
 
 
 # ------------------------------------------------------------------- labels

@@ -51,10 +51,8 @@ class TrainConfig:
             raise CdfgnnError("give --dataset or --graph")
         if self.epochs < 1:
             raise CdfgnnError(f"--epochs must be >= 1, got {self.epochs}")
-        if self.workers < 1:
-            raise CdfgnnError(f"--workers must be >= 1, got {self.workers}")
-        if self.hosts < 1 or self.workers % self.hosts:
-            raise CdfgnnError(f"--workers {self.workers} must be a multiple of --hosts {self.hosts}")
+        from cdfgnn.partition.base import Topology
+        Topology.for_workers(self.workers, self.hosts)  # the one workers/hosts rule
         from cdfgnn.models import MODELS
         if self.model not in MODELS:
             raise CdfgnnError(f"unknown model {self.model!r}; valid: {', '.join(MODELS)}")

@@ -94,9 +94,6 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     from cdfgnn.partition.stats import partition_stats
 
     topology = Topology.for_workers(cfg.workers, cfg.hosts)
-    if cfg.workers > graph.num_nodes:
-        raise CdfgnnError(f"--workers {cfg.workers} exceeds the {graph.num_nodes} vertices of "
-                          f"graph {graph.name!r}")
     part = load_partitioning(cfg, graph, topology)
     need = METHODS.get(cfg.method).partition_kind
     if need is not None and need != part.kind:
