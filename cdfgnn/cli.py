@@ -124,15 +124,22 @@ def _adopt_partition_file(cfg, args: argparse.Namespace) -> None:
                           "(the file's parameters are used)")
     topo = part.topology
     if args.workers is not None and args.workers != topo.num_parts:
-        raise CdfgnnError(f"--workers {args.workers} contradicts --partition {args.partition_file}, "
-                          f"made for {topo.num_parts} parts ({topo.label})")
-    if args.hosts is not None and args.hosts != topo.hosts:
-        raise CdfgnnError(f"--hosts {args.hosts} contradicts --partition {args.partition_file}, "
-                          f"made for {topo.hosts} hosts ({topo.label})")
+        # fewer workers than parts: each trains several (communication-free methods;
+        # run_training checks the method)
+        if args.workers < 1 or topo.num_parts % args.workers:
+            raise CdfgnnError(f"--workers {args.workers} contradicts --partition "
+                              f"{args.partition_file}, made for {topo.num_parts} parts "
+                              f"({topo.label}): give a divisor of {topo.num_parts}")
+        cfg.workers = args.workers
+        cfg.hosts = args.hosts if args.hosts is not None else 1
+    else:
+        if args.hosts is not None and args.hosts != topo.hosts:
+            raise CdfgnnError(f"--hosts {args.hosts} contradicts --partition {args.partition_file}, "
+                              f"made for {topo.hosts} hosts ({topo.label})")
+        cfg.workers, cfg.hosts = topo.num_parts, topo.hosts
     cfg.partition_file = args.partition_file
     cfg.partitioner = part.method
     cfg.partition_params = {k: v for k, v in part.params.items() if k != "seed"}
-    cfg.workers, cfg.hosts = topo.num_parts, topo.hosts
 
 
 def _check_names(cfg) -> None:

@@ -106,19 +106,12 @@ def test_backends_agree(small_graph):
 
 def _rank_gradients(comm, job):
     """One forward/backward on a rank; weight gradients summed over ranks."""
-    from cdfgnn.methods import build_strategy
     from cdfgnn.train.loop import loss_sum
-    from cdfgnn.train.propagators import make_propagator
-    from cdfgnn.train.worker import local_data, model_for
+    from cdfgnn.train.worker import build_part, model_for
 
-    book = job.books[comm.rank]
-    strategy = build_strategy("exact")
-    strategy.setup(comm, book)
-    prop = make_propagator(book, strategy)
-    rows = book.owned_nodes if book.kind == "edge" else book.local_nodes
-    data = local_data(job.graph, book, rows)
+    part = build_part(comm, job.cfg, job.graph, job.books[comm.rank])
     model = model_for(job.cfg, job.graph)
-    loss = loss_sum(model(data.x, prop), data) / data.num_train_global
+    loss = loss_sum(model(part.data.x, part.prop), part.data) / part.data.num_train_global
     loss.backward()
     return {n: comm.all_reduce(p.grad.clone()) for n, p in model.named_parameters()}
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,22 +85,27 @@ class Communicator(ABC):
         self.topology = topology
         self.stats = CommStats(world_size)
         self.seconds = defaultdict(float)  # wall seconds spent inside collectives, per tag
+        # CPU seconds of communication-side work done outside collectives (encoding,
+        # cache checks), per tag: counted as communication, not compute (CDFGNN sec. 8)
+        self.overhead_cpu = defaultdict(float)
 
     # ------------------------------------------------------------ public API
     def all_to_all(self, tensors: list[torch.Tensor | None], tag: str = "all_to_all",
-                   ) -> list[torch.Tensor | None]:
+                   rows: list[int] | None = None) -> list[torch.Tensor | None]:
         """Send ``tensors[j]`` to rank j; return the tensor each rank j sent here.
 
         ``None`` (or an empty tensor) means nothing is sent to that peer; the
         matching entry received is then ``None``. ``tensors[self.rank]`` is
-        returned to itself without communication.
+        returned to itself without communication. ``rows[j]`` overrides the
+        accounted row count of message j (an encoded buffer is one flat byte
+        tensor carrying several vertex rows).
         """
         if len(tensors) != self.world_size:
             raise ValueError(f"all_to_all needs {self.world_size} entries, got {len(tensors)}")
         for dst, t in enumerate(tensors):
             if dst != self.rank and t is not None and t.numel():
-                rows = int(t.shape[0]) if t.dim() else 1
-                self.stats.add(tag, dst, t.numel() * t.element_size(), 1, rows)
+                n = rows[dst] if rows is not None else (int(t.shape[0]) if t.dim() else 1)
+                self.stats.add(tag, dst, t.numel() * t.element_size(), 1, n)
         return self._timed(tag, self._all_to_all_impl, tensors)
 
     def all_reduce(self, tensor: torch.Tensor, tag: str = "all_reduce") -> torch.Tensor:
@@ -123,6 +129,22 @@ class Communicator(ABC):
     def all_gather_object(self, obj):
         """Gather a picklable object from every rank (bookkeeping only: not accounted)."""
         return self._all_gather_object_impl(obj)
+
+    @contextmanager
+    def overhead(self, tag: str):
+        """Time communication-side work (codec, cache check) done on this rank's thread."""
+        w0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            self.seconds[tag] += time.perf_counter() - w0
+            self.overhead_cpu[tag] += time.thread_time() - c0
+
+    def reset_epoch(self) -> None:
+        """Clear the per-epoch counters (traffic, collective and overhead seconds)."""
+        self.stats.reset()
+        self.seconds.clear()
+        self.overhead_cpu.clear()
 
     def _timed(self, tag, fn, *args):
         t0 = time.perf_counter()

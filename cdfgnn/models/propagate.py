@@ -22,6 +22,9 @@ distributed ones live in :mod:`cdfgnn.train.propagators`.
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Hashable
 
 import numpy as np
 import torch
@@ -96,32 +99,101 @@ def self_coefficients(norm: str, deg: np.ndarray) -> torch.Tensor:
     return torch.ones(deg.shape[0], dtype=torch.float32)
 
 
+@dataclass(frozen=True, eq=False)
+class LocalView:
+    """The local graph one forward pass aggregates over.
+
+    A propagator holds a base view (its book's graph with **global** degrees, sync
+    on); a method may substitute another per forward pass through
+    ``SyncStrategy.local_view`` (CoFree: local degrees and no sync; DropEdge-K: a
+    masked adjacency; BNS-GCN: scaled halo columns). Views with the same ``key``
+    share cached normalised matrices, so a method that cycles through K views
+    builds each matrix once.
+
+    * ``indptr``/``indices``: CSR, rows = output rows, columns = input rows;
+    * ``row_deg``/``col_deg``: the degrees the normalisation uses;
+    * ``row_scale``/``col_scale``: optional factors on each row / column of A;
+    * ``self_rows``: leading output rows that take the per-vertex terms (self term,
+      bias); ``sync``: False skips every halo exchange and replica sync;
+    * ``loss_weight``: weight of every label row in the loss (None: 1 on the first
+      ``owned`` rows, 0 elsewhere).
+    """
+
+    key: Hashable
+    indptr: np.ndarray
+    indices: np.ndarray
+    row_deg: np.ndarray
+    col_deg: np.ndarray
+    num_in: int
+    self_rows: int
+    sync: bool = True
+    training: bool = True
+    row_scale: np.ndarray | None = None
+    col_scale: np.ndarray | None = None
+    loss_weight: torch.Tensor | None = None
+
+    @property
+    def num_out(self) -> int:
+        return int(len(self.indptr) - 1)
+
+    def but(self, **changes) -> "LocalView":
+        """A copy with some fields changed (give a new ``key`` when the graph changes)."""
+        return replace(self, **changes)
+
+
 class Propagator:
-    """Aggregation over a fixed local CSR (rows: output rows, cols: input rows)."""
+    """Aggregation over the current :class:`LocalView` (rows: output, cols: input rows)."""
 
     #: global ids of the input rows (for counter-based dropout masks)
     input_ids: torch.Tensor
-    num_out: int
+    #: normalised matrices kept per (view key, norm); a few views (DropEdge-K) are reused
+    CACHE_SIZE = 32
 
     def __init__(self, indptr, indices, row_deg, col_deg, num_in: int,
                  row_scale: np.ndarray | None = None):
-        self._csr = (indptr, indices, row_deg, col_deg, row_scale)
-        self.num_out = int(len(indptr) - 1)
-        self.num_in = num_in
-        self._mats: dict[str, SparseMatrix] = {}
-        self._self: dict[str, torch.Tensor] = {}
+        view = LocalView("base", indptr, indices, row_deg, col_deg, num_in,
+                         int(len(indptr) - 1), row_scale=row_scale)
+        self.base_view = view
+        self.view = view
+        self._mats: OrderedDict[tuple, SparseMatrix] = OrderedDict()
+        self._self: dict[tuple, torch.Tensor] = {}
+
+    def use_view(self, view: LocalView) -> None:
+        self.view = view
+
+    @property
+    def num_out(self) -> int:
+        return self.view.num_out
+
+    @property
+    def num_in(self) -> int:
+        return self.view.num_in
+
+    @property
+    def training(self) -> bool:
+        return self.view.training
 
     def matrix(self, norm: str) -> SparseMatrix:
-        if norm not in self._mats:
-            indptr, indices, row_deg, col_deg, row_scale = self._csr
-            vals = norm_values(norm, row_deg, col_deg, indptr, indices, row_scale)
-            self._mats[norm] = SparseMatrix(indptr, indices, vals, (self.num_out, self.num_in))
-        return self._mats[norm]
+        v = self.view
+        key = (v.key, norm)
+        mat = self._mats.get(key)
+        if mat is None:
+            vals = norm_values(norm, v.row_deg, v.col_deg, v.indptr, v.indices, v.row_scale)
+            if v.col_scale is not None:
+                vals = vals * v.col_scale[v.indices]
+            mat = SparseMatrix(v.indptr, v.indices, vals, (v.num_out, v.num_in))
+            self._mats[key] = mat
+            if len(self._mats) > self.CACHE_SIZE:
+                self._mats.popitem(last=False)
+        else:
+            self._mats.move_to_end(key)
+        return mat
 
     def self_coef(self, norm: str) -> torch.Tensor:
-        if norm not in self._self:
-            self._self[norm] = self_coefficients(norm, self._csr[2])
-        return self._self[norm]
+        key = (self.view.key, norm)
+        if key not in self._self:
+            self._self[key] = self_coefficients(norm, self.view.row_deg[: self.view.num_out])
+        return self._self[key]
 
     def expand(self, t: torch.Tensor, layer: int) -> torch.Tensor:
         return t
@@ -131,7 +203,7 @@ class Propagator:
 
     @property
     def self_rows(self) -> int:
-        return self.num_out
+        return self.view.self_rows
 
     def local(self, x: torch.Tensor) -> torch.Tensor:
         """Pad a per-vertex term computed for ``self_rows`` rows to all output rows."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from cdfgnn.arrays import ranges, unique_sorted
 from cdfgnn.data.graph import Graph
+from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Partitioning
 
 
@@ -59,23 +60,42 @@ class PartitionBook:
 
 
 def build_books(graph: Graph, part: Partitioning, ranks: list[int] | None = None,
-                ) -> list[PartitionBook]:
-    """Books for ``ranks`` (default all). Shared work is done once for all of them."""
+                drop_arcs: np.ndarray | None = None) -> list[PartitionBook]:
+    """Books for ``ranks`` (default all). Shared work is done once for all of them.
+
+    ``drop_arcs`` (bool per arc of ``graph``, CSR order; edge-cut only): arcs (v, u)
+    that v no longer aggregates over (a method's ``prepare`` hook, e.g. RAPA's halo
+    pruning). Normalisation keeps the global degrees of the original graph.
+    """
     part.check_graph(graph)
     ranks = list(range(part.num_parts)) if ranks is None else list(ranks)
-    build = _edge_cut_books if part.kind == "edge" else _vertex_cut_books
-    return build(graph, part, ranks)
+    if drop_arcs is not None:
+        drop_arcs = np.asarray(drop_arcs, dtype=bool)
+        if drop_arcs.shape != graph.indices.shape:
+            raise CdfgnnError(f"drop_arcs has {drop_arcs.shape[0]} entries, graph "
+                              f"{graph.name!r} has {graph.indices.shape[0]} arcs")
+        if part.kind != "edge":
+            raise CdfgnnError("dropping arcs is supported for edge-cut partitionings only")
+        if not drop_arcs.any():
+            drop_arcs = None
+    if part.kind == "edge":
+        return _edge_cut_books(graph, part, ranks, drop_arcs)
+    return _vertex_cut_books(graph, part, ranks)
 
 
 # --------------------------------------------------------------------- edge cut
-def _edge_cut_books(graph: Graph, part: Partitioning, ranks: list[int]) -> list[PartitionBook]:
+def _edge_cut_books(graph: Graph, part: Partitioning, ranks: list[int],
+                    drop_arcs: np.ndarray | None = None) -> list[PartitionBook]:
     n, p = graph.num_nodes, part.num_parts
     node_part = part.assignment
-    src, dst = graph.row_of_arcs(), graph.indices
+    row, col = graph.row_of_arcs(), graph.indices
     deg = graph.degrees()
-    cross = node_part[src] != node_part[dst]
-    # (owner q of dst-row, needs src u owned by r): u is in q's halo and r sends it to q.
-    need_part, need_node = node_part[dst[cross]], src[cross]
+    keep = None if drop_arcs is None else ~drop_arcs
+    cross = node_part[row] != node_part[col]
+    if keep is not None:
+        cross &= keep
+    # arc (v, u) across parts: v's owner q needs u, owned by r: u is in q's halo.
+    need_part, need_node = node_part[row[cross]], col[cross]
     # (needing part q, owner r, gid u): q's halo holds u, r sends u to q.
     key = unique_sorted((need_part * p + node_part[need_node]) * n + need_node)
     pair_groups = _Groups(key // n, p * p)               # group id = needer * p + owner
@@ -88,9 +108,15 @@ def _edge_cut_books(graph: Graph, part: Partitioning, ranks: list[int]) -> list[
         g2l = _global_to_local(local_nodes, n)
         lo, hi = graph.indptr[inner], graph.indptr[inner + 1]
         counts = hi - lo
+        arcs = ranges(lo, counts)
+        if keep is not None:
+            mine = keep[arcs]
+            counts = np.bincount(np.repeat(np.arange(inner.size), counts)[mine],
+                                 minlength=inner.size)
+            arcs = arcs[mine]
         indptr = np.zeros(inner.size + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
-        indices = g2l[graph.indices[ranges(lo, counts)]]
+        indices = g2l[graph.indices[arcs]]
         send_idx = [g2l[needed[pair_groups.slice(q * p + r)]] for q in range(p)]
         recv_idx = [g2l[needed[pair_groups.slice(r * p + q)]] for q in range(p)]
         books.append(PartitionBook(r, p, "edge", local_nodes, int(inner.size), indptr, indices,

@@ -3,18 +3,24 @@
 One definition of the loss, the metrics and the timers, so that a difference
 between the oracle and a distributed run can only come from synchronisation:
 
-* loss = sum over this rank's owned training vertices of the per-vertex loss,
-  divided by the **global** number of training vertices (CDFGNN Q14), so the
-  ranks' losses and weight gradients sum to the full-graph mean;
+* loss = sum over this rank's label rows of ``weight x per-vertex loss`` over the
+  **global** number of training vertices (CDFGNN Q14). By default the weight is 1
+  on owned rows and 0 on replicas, so the ranks' losses and weight gradients sum
+  to the full-graph mean; a method's :class:`LocalView` may weight replicas
+  instead (CoFree's DAR);
 * weight gradients are summed with one all-reduce, then every rank takes the
   same Adam step (equivalent to CDFGNN's parameter server);
-* evaluation runs after the step, in eval mode, outside every timed section.
+* a rank may train several parts of a partitioning (communication-free methods
+  only): their gradients accumulate before the one all-reduce;
+* evaluation runs after the step, in eval mode, outside every timed section:
+  distributed with exact sync, or, when a rank holds several parts or the method
+  asks for it, one-process full-graph inference on rank 0 with the trained weights.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -29,15 +35,33 @@ EVAL_TAG = "eval"
 
 @dataclass
 class LocalData:
-    """What a rank (or the oracle) trains on: input rows, and labels of owned rows."""
+    """What a part (or the oracle) trains on: input rows, and labels of its label rows.
+
+    Label rows are the first ``len(y)`` output rows (edge-cut: owned rows; vertex-cut:
+    every local replica, masters first); metrics count only the first ``owned``.
+    """
 
     x: torch.Tensor                 # [rows of the propagator's input, F]
-    y: torch.Tensor                 # [owned, ] int64 or [owned, C] float32
-    train: torch.Tensor             # bool [owned]
+    y: torch.Tensor                 # [label rows] int64 or [label rows, C] float32
+    train: torch.Tensor             # bool [label rows]
     val: torch.Tensor
     test: torch.Tensor
     num_train_global: int
     multilabel: bool
+    owned: int = -1                 # label rows that count for metrics (-1: all)
+
+    def __post_init__(self) -> None:
+        if self.owned < 0:
+            self.owned = int(self.y.shape[0])
+
+
+@dataclass
+class TrainPart:
+    """One part a rank trains: its propagator, data and strategy (None: the oracle)."""
+
+    prop: Propagator
+    data: LocalData
+    strategy: Any = None
 
 
 @dataclass
@@ -46,14 +70,17 @@ class EpochTimes:
     cpu_s: float
     comm_s: float
     reduce_s: float
+    overhead_cpu_s: float = 0.0     # codec / cache work, counted as communication
+    overlap: bool = False           # vertex communication overlapped computation
 
     @property
     def compute_s(self) -> float:
         return max(self.wall_s - self.comm_s - self.reduce_s, 0.0)
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, Any]:
         return {"wall_s": self.wall_s, "cpu_s": self.cpu_s, "comm_s": self.comm_s,
-                "reduce_s": self.reduce_s, "compute_s": self.compute_s}
+                "reduce_s": self.reduce_s, "compute_s": self.compute_s,
+                "overhead_cpu_s": self.overhead_cpu_s, "overlap": self.overlap}
 
 
 @dataclass
@@ -64,25 +91,37 @@ class LoopResult:
     final_state: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-def loss_sum(out: torch.Tensor, data: LocalData) -> torch.Tensor:
-    rows = out[: data.y.shape[0]][data.train]
-    target = data.y[data.train]
+def loss_sum(out: torch.Tensor, data: LocalData, weight: torch.Tensor | None = None,
+             ) -> torch.Tensor:
+    """Sum of per-vertex losses over training label rows (owned rows unless ``weight``)."""
+    if weight is None:
+        rows = out[: data.owned][data.train[: data.owned]]
+        target = data.y[: data.owned][data.train[: data.owned]]
+        if data.multilabel:
+            return F.binary_cross_entropy_with_logits(rows, target, reduction="none").mean(1).sum()
+        return F.cross_entropy(rows, target, reduction="sum")
+    n = data.y.shape[0]
+    mask = data.train
+    rows, target, w = out[:n][mask], data.y[mask], weight[:n][mask]
     if data.multilabel:
-        return F.binary_cross_entropy_with_logits(rows, target, reduction="none").mean(1).sum()
-    return F.cross_entropy(rows, target, reduction="sum")
+        per = F.binary_cross_entropy_with_logits(rows, target, reduction="none").mean(1)
+    else:
+        per = F.cross_entropy(rows, target, reduction="none")
+    return (per * w).sum()
 
 
 def metric_counts(out: torch.Tensor, data: LocalData) -> torch.Tensor:
     """Per split: (correct, total) for accuracy or (tp, fp, fn) for micro-F1, as one vector."""
-    out = out[: data.y.shape[0]]
+    k = data.owned
+    out, y = out[:k], data.y[:k]
     vals = []
-    for mask in (data.train, data.val, data.test):
+    for mask in (data.train[:k], data.val[:k], data.test[:k]):
         if data.multilabel:
             pred = out[mask] > 0
-            true = data.y[mask] > 0.5
+            true = y[mask] > 0.5
             vals += [(pred & true).sum(), (pred & ~true).sum(), (~pred & true).sum()]
         else:
-            vals += [(out[mask].argmax(1) == data.y[mask]).sum(), mask.sum(), torch.tensor(0)]
+            vals += [(out[mask].argmax(1) == y[mask]).sum(), mask.sum(), torch.tensor(0)]
     return torch.stack([v.to(torch.float64) for v in vals])
 
 
@@ -97,59 +136,87 @@ def metrics_from_counts(c: np.ndarray, multilabel: bool) -> dict[str, float]:
     return res
 
 
-def run_epochs(model: GNN, prop: Propagator, data: LocalData, *, epochs: int, lr: float,
-               weight_decay: float = 0.0, comm=None, strategy=None, eval_every: int = 1,
-               ) -> LoopResult:
-    """Train ``model``; ``comm`` None means one process (the oracle)."""
+def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
+               weight_decay: float = 0.0, comm=None, eval_every: int = 1,
+               full_graph_eval: bool = False,
+               full_graph_counts: Callable[[GNN], torch.Tensor] | None = None) -> LoopResult:
+    """Train ``model`` on ``parts``; ``comm`` None means one process (the oracle).
+
+    ``full_graph_eval`` (the same on every rank): evaluate by one-process full-graph
+    inference on rank 0, whose ``full_graph_counts(model)`` returns the metric counts,
+    broadcast to every rank, instead of evaluating the parts distributedly.
+    """
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     params = [p for p in model.parameters()]
-    for layer in model.layers:  # build normalised matrices now, not in epoch 0's timing
-        prop.matrix(layer.norm)
+    lead = parts[0].strategy
+    for part in parts:  # build normalised matrices now, not in epoch 0's timing
+        for layer in model.layers:
+            part.prop.matrix(layer.norm)
     res = LoopResult()
     for epoch in range(epochs):
         if comm is not None:
-            comm.stats.reset()
-            comm.seconds.clear()
+            comm.reset_epoch()
         model.train()
         model.epoch = epoch
-        _set_training(prop, True)
         t0, c0 = time.perf_counter(), time.thread_time()
         opt.zero_grad(set_to_none=False)
-        out = model(data.x, prop)
-        loss = loss_sum(out, data) / max(data.num_train_global, 1)
-        loss.backward()
+        loss = torch.zeros((), dtype=torch.float64)
+        for part in parts:
+            loss = loss + _train_part(model, part, epoch).detach().double()
         if comm is not None and comm.world_size > 1:
-            flat = torch.cat([p.grad.reshape(-1) for p in params])
-            comm.all_reduce(flat, tag=GRAD_TAG)
-            offset = 0
-            for p in params:
-                n = p.numel()
-                p.grad.copy_(flat[offset: offset + n].view_as(p.grad))
-                offset += n
+            _all_reduce_grads(comm, params)
         opt.step()
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        comm_s = reduce_s = 0.0
+        res.times.append(_epoch_times(comm, wall, cpu, lead, epoch))
         if comm is not None:
-            reduce_s = comm.seconds.get(GRAD_TAG, 0.0)
-            comm_s = sum(v for k, v in comm.seconds.items() if k != GRAD_TAG)
             res.traffic.append(comm.stats.snapshot())
-        res.times.append(EpochTimes(wall, cpu, comm_s, reduce_s))
         # ---- evaluation: outside the timed section, traffic already snapshotted
         row: dict[str, Any] = {"epoch": epoch}
         if epoch % eval_every == 0 or epoch == epochs - 1:
-            row.update(_evaluate(model, prop, data, loss.detach(), comm))
+            row.update(_evaluate(model, parts, loss, comm, full_graph_eval, full_graph_counts))
         else:
-            row["loss"] = _reduce_scalar(loss.detach(), comm)
-        if strategy is not None:
-            row.update(strategy.on_epoch_end(epoch, row))
+            row["loss"] = _reduce_scalar(loss, comm)
+        for part in parts:
+            if part.strategy is not None:
+                row.update(part.strategy.on_epoch_end(epoch, row))
         res.epochs.append(row)
     res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return res
 
 
-def _set_training(prop, flag: bool) -> None:
-    if hasattr(prop, "training"):
-        prop.training = flag
+def _train_part(model: GNN, part: TrainPart, epoch: int) -> torch.Tensor:
+    """Forward and backward of one part; returns its (normalised) loss."""
+    prop, data, strategy = part.prop, part.data, part.strategy
+    if strategy is not None:
+        strategy.on_epoch_start(epoch)
+        view = strategy.local_view(prop.base_view.but(training=True), True)
+    else:
+        view = prop.base_view.but(training=True)
+    prop.use_view(view)
+    out = model(data.x, prop)
+    loss = loss_sum(out, data, view.loss_weight) / max(data.num_train_global, 1)
+    loss.backward()
+    return loss
+
+
+def _all_reduce_grads(comm, params: list[torch.Tensor]) -> None:
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    comm.all_reduce(flat, tag=GRAD_TAG)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[offset: offset + n].view_as(p.grad))
+        offset += n
+
+
+def _epoch_times(comm, wall: float, cpu: float, strategy, epoch: int) -> EpochTimes:
+    overlap = bool(strategy.overlaps(epoch)) if strategy is not None else False
+    if comm is None:
+        return EpochTimes(wall, cpu, 0.0, 0.0, 0.0, overlap)
+    reduce_s = comm.seconds.get(GRAD_TAG, 0.0)
+    comm_s = sum(v for k, v in comm.seconds.items() if k != GRAD_TAG)
+    overhead = float(sum(comm.overhead_cpu.values()))
+    return EpochTimes(wall, cpu, comm_s, reduce_s, overhead, overlap)
 
 
 def _reduce_scalar(v: torch.Tensor, comm) -> float:
@@ -160,12 +227,25 @@ def _reduce_scalar(v: torch.Tensor, comm) -> float:
 
 
 @torch.no_grad()
-def _evaluate(model: GNN, prop, data: LocalData, loss: torch.Tensor, comm) -> dict[str, float]:
+def _evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
+              full_graph_eval: bool, full_graph_counts) -> dict[str, float]:
     model.eval()
-    _set_training(prop, False)
-    out = model(data.x, prop)
-    counts = torch.cat([metric_counts(out, data), loss.to(torch.float64).reshape(1)])
+    multilabel = parts[0].data.multilabel
+    if comm is not None and full_graph_eval:
+        counts = (full_graph_counts(model) if comm.rank == 0
+                  else torch.zeros(9, dtype=torch.float64))
+        if comm.world_size > 1:
+            comm.broadcast(counts, src=0, tag=EVAL_TAG)
+        total = _reduce_scalar(loss, comm)
+        return {"loss": total, **metrics_from_counts(counts.numpy(), multilabel)}
+    part = parts[0]
+    view = part.prop.base_view.but(training=False)
+    if part.strategy is not None:
+        view = part.strategy.local_view(view, False)
+    part.prop.use_view(view)
+    out = model(part.data.x, part.prop)
+    counts = torch.cat([metric_counts(out, part.data), loss.to(torch.float64).reshape(1)])
     if comm is not None and comm.world_size > 1:
         comm.all_reduce(counts, tag=EVAL_TAG)
     c = counts.numpy()
-    return {"loss": float(c[-1]), **metrics_from_counts(c[:-1], data.multilabel)}
+    return {"loss": float(c[-1]), **metrics_from_counts(c[:-1], multilabel)}

@@ -17,8 +17,8 @@ from cdfgnn.arrays import ranges
 from cdfgnn.data.graph import Graph
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, _evaluate, loss_sum,
-                               run_epochs)
+from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, TrainPart, _evaluate,
+                               loss_sum, run_epochs)
 from cdfgnn.train.worker import model_for
 
 
@@ -46,8 +46,8 @@ def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
     """Returns ``{"epochs": [...], "times": [...], "final_state": state_dict}``."""
     model = model_for(cfg, graph)
     prop = FullGraphPropagator(graph.indptr, graph.indices)
-    res = run_epochs(model, prop, full_graph_data(graph), epochs=cfg.epochs, lr=cfg.lr,
-                     weight_decay=cfg.weight_decay, eval_every=cfg.eval_every)
+    res = run_epochs(model, [TrainPart(prop, full_graph_data(graph))], epochs=cfg.epochs,
+                     lr=cfg.lr, weight_decay=cfg.weight_decay, eval_every=cfg.eval_every)
     return _as_dict(res)
 
 
@@ -133,7 +133,7 @@ def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
         row = {"epoch": epoch, "batches": -(-perm.size // cfg.batch_size)}
         mean_loss = total / max(train_ids.size, 1)
         if epoch % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
-            row.update(_evaluate(model, full, data, mean_loss, None))
+            row.update(_evaluate(model, [TrainPart(full, data)], mean_loss, None, False, None))
         else:
             row["loss"] = float(mean_loss)
         res.epochs.append(row)

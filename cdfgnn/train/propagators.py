@@ -8,13 +8,20 @@ communication step, so ``loss.backward()`` performs the gradient exchange:
 * :class:`ReplicaSync` (vertex-cut): ``z_v <- sum over replicas of v`` on every
   replica (gather to master, scatter to mirrors). Its adjoint is the same
   operation, so backward gathers and scatters gradients (CDFGNN eq. 3).
+
+In training, every step goes through the strategy's hooks (``halo_rows``,
+``halo_grads``, ``replica_sync``, ``aggregate``; see :mod:`cdfgnn.methods.base`);
+evaluation always syncs exactly (the base implementation of the hooks), so an
+approximate technique is judged on what it learnt, not on how it evaluates. The
+local graph of each forward pass is the strategy's :class:`LocalView`; a view
+with ``sync=False`` (communication-free training) aggregates over local rows only.
 """
 from __future__ import annotations
 
 import torch
 
 from cdfgnn.methods.base import SyncKey, SyncStrategy
-from cdfgnn.models.propagate import Propagator
+from cdfgnn.models.propagate import LocalView, Propagator
 from cdfgnn.partition.book import PartitionBook
 
 
@@ -27,15 +34,29 @@ class _BookPropagator(Propagator):
         rows = book.adj_rows
         super().__init__(book.adj_indptr, book.adj_indices, book.global_degree[:rows],
                          book.global_degree, book.num_local)
+        self.base_view = self.view = self.base_view.but(self_rows=self._default_self_rows(book))
         self.book = book
         self.strategy = strategy
+        self.exact = SyncStrategy()
+        if strategy.ctx is not None:
+            self.exact.setup(strategy.ctx)
         self.send = [_index(i) for i in book.send_idx]
         self.recv = [_index(i) for i in book.recv_idx]
-        self.training = True
 
-    def _exchange(self, layer: int, direction: str, phase: str, outgoing):
-        key = SyncKey(layer, direction, phase, self.training)
-        return self.strategy.exchange(key, outgoing)
+    @staticmethod
+    def _default_self_rows(book: PartitionBook) -> int:
+        return book.num_owned
+
+    @property
+    def active(self) -> SyncStrategy:
+        """The strategy of this pass: the method's in training, exact sync in evaluation."""
+        return self.strategy if self.view.training else self.exact
+
+    def aggregate(self, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
+        return self.active.aggregate(self, t, norm, layer)
+
+    def key(self, layer: int, direction: str, phase: str, width: int) -> SyncKey:
+        return SyncKey(layer, direction, phase, self.view.training, width)
 
 
 class EdgeCutPropagator(_BookPropagator):
@@ -46,6 +67,8 @@ class EdgeCutPropagator(_BookPropagator):
         self.input_ids = torch.from_numpy(book.local_nodes[: book.num_owned])
 
     def expand(self, t: torch.Tensor, layer: int) -> torch.Tensor:
+        if not self.view.sync:
+            return t
         return HaloExchange.apply(t, self, layer)
 
 
@@ -56,11 +79,9 @@ class VertexCutPropagator(_BookPropagator):
         super().__init__(book, strategy)
         self.input_ids = torch.from_numpy(book.local_nodes)
 
-    @property
-    def self_rows(self) -> int:
-        return self.book.num_owned  # masters come first; mirrors get the term by the sync
-
     def finish(self, z: torch.Tensor, layer: int) -> torch.Tensor:
+        if not self.view.sync:
+            return z
         return ReplicaSync.apply(z, self, layer)
 
 
@@ -72,48 +93,43 @@ def make_propagator(book: PartitionBook, strategy: SyncStrategy) -> _BookPropaga
 class HaloExchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx, t: torch.Tensor, prop: EdgeCutPropagator, layer: int) -> torch.Tensor:
-        ctx.prop, ctx.layer = prop, layer
-        incoming = prop._exchange(layer, "fwd", "halo", [t[i] if i.numel() else None
-                                                         for i in prop.send])
-        # halo rows are laid out by owner, so peer order is row order
-        parts = [t] + [incoming[q] for q in range(len(prop.recv)) if prop.recv[q].numel()]
+        ctx.prop, ctx.layer, ctx.strategy = prop, layer, prop.active
+        key = prop.key(layer, "fwd", "halo", int(t.shape[1]))
+        incoming = ctx.strategy.halo_rows(prop, t, key)
+        # halo rows are laid out by owner, so peer order is row order; a peer that
+        # delivers nothing for a non-empty list (a sampled-out block) leaves zeros
+        parts = [t]
+        for q, idx in enumerate(prop.recv):
+            if idx.numel():
+                rows = incoming[q]
+                parts.append(rows if rows is not None else t.new_zeros((idx.numel(), t.shape[1])))
         return torch.cat(parts, dim=0)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         prop = ctx.prop
         n = prop.book.num_owned
-        incoming = prop._exchange(ctx.layer, "bwd", "halo", [grad[i] if i.numel() else None
-                                                             for i in prop.recv])
+        key = SyncKey(ctx.layer, "bwd", "halo", True, int(grad.shape[1]))
+        incoming = ctx.strategy.halo_grads(prop, [grad[i] if i.numel() else None
+                                                   for i in prop.recv], key)
         out = grad[:n].clone()
         for q, idx in enumerate(prop.send):
-            if idx.numel():
+            if idx.numel() and incoming[q] is not None:
                 out.index_add_(0, idx, incoming[q])
         return out, None, None
-
-
-def _gather_scatter(z: torch.Tensor, prop: VertexCutPropagator, layer: int,
-                    direction: str) -> torch.Tensor:
-    incoming = prop._exchange(layer, direction, "gather", [z[i] if i.numel() else None
-                                                           for i in prop.send])
-    out = z.clone()
-    for q, idx in enumerate(prop.recv):
-        if idx.numel():
-            out.index_add_(0, idx, incoming[q])
-    incoming = prop._exchange(layer, direction, "scatter", [out[i] if i.numel() else None
-                                                            for i in prop.recv])
-    for q, idx in enumerate(prop.send):
-        if idx.numel():
-            out[idx] = incoming[q]
-    return out
 
 
 class ReplicaSync(torch.autograd.Function):
     @staticmethod
     def forward(ctx, z: torch.Tensor, prop: VertexCutPropagator, layer: int) -> torch.Tensor:
-        ctx.prop, ctx.layer = prop, layer
-        return _gather_scatter(z, prop, layer, "fwd")
+        ctx.prop, ctx.layer, ctx.strategy = prop, layer, prop.active
+        return ctx.strategy.replica_sync(prop, z, layer, "fwd", prop.view.training)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return _gather_scatter(grad.contiguous(), ctx.prop, ctx.layer, "bwd"), None, None
+        out = ctx.strategy.replica_sync(ctx.prop, grad.contiguous(), ctx.layer, "bwd", True)
+        return out, None, None
+
+
+__all__ = ["EdgeCutPropagator", "VertexCutPropagator", "HaloExchange", "ReplicaSync",
+           "LocalView", "make_propagator"]

@@ -28,12 +28,25 @@ def load_partitioning(cfg: TrainConfig, graph: Graph, topology: Topology) -> Par
     if cfg.partition_file:
         part = Partitioning.load(cfg.partition_file)
         part.check_graph(graph, cfg.partition_file)
-        if part.topology != topology:
+        if part.num_parts == topology.num_parts and part.topology != topology:
             raise CdfgnnError(f"{cfg.partition_file} was made for {part.topology.label} "
                               f"({part.num_parts} workers), not {topology.label}")
         return part
     return partition_graph(graph, cfg.partitioner, topology, seed=cfg.seed,
                            **cfg.partition_params)
+
+
+def check_parts_per_worker(cfg: TrainConfig, part: Partitioning, method_cls) -> None:
+    """More parts than workers: only for communication-free methods, W dividing P."""
+    p, w = part.num_parts, cfg.workers
+    if p == w:
+        return
+    if p % w:
+        raise CdfgnnError(f"--workers {w} does not divide the {p} parts of "
+                          f"{cfg.partition_file or 'the partitioning'}")
+    if not method_cls.communication_free:
+        raise CdfgnnError(f"method {cfg.method!r} exchanges rows between parts: it needs one "
+                          f"part per worker (--workers {p}), got {p} parts on {w} workers")
 
 
 def run_training(cfg: TrainConfig) -> dict[str, Any]:
@@ -90,37 +103,169 @@ def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
 
 def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     from cdfgnn.comm.network import NetworkModel
-    from cdfgnn.methods.base import METHODS
+    from cdfgnn.methods.base import METHODS, build_strategy
     from cdfgnn.partition.stats import partition_stats
 
     topology = Topology.for_workers(cfg.workers, cfg.hosts)
     part = load_partitioning(cfg, graph, topology)
-    need = METHODS.get(cfg.method).partition_kind
+    method_cls = METHODS.get(cfg.method)
+    need = method_cls.partition_kind
     if need is not None and need != part.kind:
         raise CdfgnnError(f"method {cfg.method!r} needs a {need}-cut partitioning, "
                           f"partitioner {part.method!r} makes a {part.kind}-cut")
+    check_parts_per_worker(cfg, part, method_cls)
+    drop_arcs = build_strategy(cfg.method, cfg.method_params).prepare(graph, part)
     network = NetworkModel(topology, profile=cfg.network)
-    results = train_distributed(cfg, graph, part)
-    return _assemble(cfg, topology, network, part, graph, results, partition_stats)
+    results = train_distributed(cfg, graph, part, drop_arcs)
+    body = _assemble(cfg, topology, network, results)
+    body["partition"] = {**partition_stats(graph, part), "file": cfg.partition_file}
+    if drop_arcs is not None:
+        body["partition"]["dropped_arcs"] = int(np.count_nonzero(drop_arcs))
+    return body
 
 
-def train_distributed(cfg: TrainConfig, graph: Graph, part: Partitioning) -> list[dict]:
+def train_distributed(cfg: TrainConfig, graph: Graph, part: Partitioning,
+                      drop_arcs: np.ndarray | None = None) -> list[dict]:
     """Launch ``cfg.workers`` ranks on ``cfg.backend``; per-rank results in rank order."""
     from cdfgnn.comm.launcher import launch
     from cdfgnn.train.worker import RankJob, rank_main, thread_job
 
+    topology = Topology.for_workers(cfg.workers, cfg.hosts)
     with tempfile.TemporaryDirectory(prefix="cdfgnn-run-") as tmp:
         if cfg.backend == "thread":
-            job = thread_job(cfg, graph, part)
+            job = thread_job(cfg, graph, part, drop_arcs)
         else:  # processes load from files, so nothing large is pickled
             gpath = cfg.graph or str(Path(tmp) / "graph.npz")
             if not cfg.graph:
                 graph.save(gpath)
             ppath = str(Path(tmp) / "part.npz")
             part.save(ppath)
-            job = RankJob(cfg, graph_path=gpath, partition_path=ppath)
-        return launch(rank_main, cfg.workers, topology=part.topology, backend=cfg.backend,
+            dpath = None
+            if drop_arcs is not None:
+                dpath = str(Path(tmp) / "drop_arcs.npy")
+                np.save(dpath, drop_arcs)
+            job = RankJob(cfg, graph_path=gpath, partition_path=ppath, drop_arcs_path=dpath)
+        return launch(rank_main, cfg.workers, topology=topology, backend=cfg.backend,
                       timeout_s=cfg.timeout_s, args=(job,), device=cfg.device)
+
+
+VERTEX_TAGS = ("halo/", "gather/", "scatter/")
+
+
+def _is_vertex_tag(tag: str) -> bool:
+    return tag.startswith(VERTEX_TAGS)
+
+
+def _assemble(cfg, topology, network, results) -> dict[str, Any]:
+    """Per-rank timers, traffic by link class and tag, modelled time: the record body.
+
+    Modelled epoch time (DESIGN.md sec. 4), per timed epoch e and rank r, with
+    ``compute = (cpu - overhead) x slowdown`` and ``vertex``/``reduce`` the modelled
+    seconds of the vertex rows and of the gradient all-reduce (+ codec/cache CPU time,
+    counted as communication):
+    ``compute + vertex + reduce`` or, in an epoch whose communication overlapped
+    computation, ``max(compute, vertex) + reduce``; the epoch's time is the max over
+    ranks, and the record gives the mean over timed epochs.
+    """
+    p = cfg.workers
+    sl = timed_slice(cfg.epochs, cfg.warmup)
+    host = np.arange(p) // topology.devices_per_host
+    timed = range(cfg.epochs)[sl]
+    slow = np.asarray(network.slowdown)
+    per_epoch_rank = np.zeros((len(timed), p))
+    ranks, comm_model, compute_cpu = [], [], []
+    per_epoch = _zero_traffic()
+    by_tag: dict[str, dict[str, float]] = {}
+    rows_sent = 0.0
+    for r, res in enumerate(results):
+        t = mean_times(res["times"], sl)
+        masks = {"intra": (host == host[r]) & (np.arange(p) != r), "inter": host != host[r]}
+        vertex_s, reduce_s = [], []
+        for i, e in enumerate(timed):
+            v, g = _modelled_comm(network, r, res["traffic"][e], p)
+            tm = res["times"][e]
+            over = tm.get("overhead_cpu_s", 0.0)
+            compute = max(tm["cpu_s"] - over, 0.0) * slow[r]
+            vertex = v + over
+            per_epoch_rank[i, r] = (max(compute, vertex) if tm.get("overlap") else
+                                    compute + vertex) + g
+            vertex_s.append(vertex)
+            reduce_s.append(g)
+        comm_model.append(float(np.mean(vertex_s) + np.mean(reduce_s)) if timed else 0.0)
+        compute_cpu.append(max(t["cpu_s"] - t.get("overhead_cpu_s", 0.0), 0.0))
+        traffic = _mean_traffic(res["traffic"][sl], p)
+        for tag, tr in traffic.items():
+            agg = by_tag.setdefault(tag, {"bytes": 0.0, "msgs": 0.0, "rows": 0.0})
+            for cls, mask in masks.items():
+                for f in ("bytes", "msgs"):
+                    per_epoch[cls][f] += float(tr[f][mask].sum())
+            for f in agg:
+                agg[f] += float(tr[f][masks["intra"] | masks["inter"]].sum())
+            if _is_vertex_tag(tag):
+                rows_sent += float(tr["rows"].sum() - tr["rows"][r])
+        ranks.append({"rank": r, "host": int(host[r]), **t,
+                      "modelled_comm_s": comm_model[-1], "peak_rss_mb": res["peak_rss_mb"],
+                      "local_rows": res["local_rows"], "owned_rows": res["owned_rows"],
+                      "parts": res.get("parts", [r])})
+    modelled = float(per_epoch_rank.max(axis=1).mean()) if timed else 0.0
+    overlap = bool(any(tm.get("overlap") for res in results for tm in res["times"][sl]))
+    epochs = results[0]["epochs"]
+    return {
+        "epochs": epochs,
+        "ranks": ranks,
+        "comm": {"per_epoch": {**per_epoch, "rows_sent": rows_sent}, "by_tag": by_tag,
+                 "exact_rows": _sum_dicts([res.get("sync_rows", {}) for res in results]),
+                 "epochs": _epoch_series(results, host)},
+        "model_time": {"profile": cfg.network, "epoch_s": modelled, "comm_s": comm_model,
+                       "compute_s": compute_cpu, "overlap": overlap,
+                       "slowdown": [float(x) for x in slow]},
+        "summary": {**summarise_epochs(epochs),
+                    "epoch_time_s": max(rk["wall_s"] for rk in ranks),
+                    "modelled_epoch_time_s": modelled,
+                    "peak_memory_mb": max(rk["peak_rss_mb"] for rk in ranks),
+                    "timed_epochs": len(results[0]["times"][sl])},
+    }
+
+
+def _modelled_comm(network, rank: int, snapshot: dict, p: int) -> tuple[float, float]:
+    """Modelled seconds of one epoch's (vertex rows, everything else) sent by ``rank``."""
+    vb, vm, gb, gm = (np.zeros(p) for _ in range(4))
+    for tag, d in snapshot.items():
+        if _is_vertex_tag(tag):
+            vb += d["bytes"]
+            vm += d["msgs"]
+        elif not tag.startswith("eval"):
+            gb += d["bytes"]
+            gm += d["msgs"]
+    return (float(network.comm_seconds(rank, vb, vm)), float(network.comm_seconds(rank, gb, gm)))
+
+
+def _epoch_series(results: list[dict], host: np.ndarray) -> list[dict[str, Any]]:
+    """Per epoch, summed over ranks: vertex rows sent per tag, bytes per link class."""
+    out = []
+    for e in range(len(results[0]["traffic"])):
+        rows: dict[str, float] = {}
+        link = {"intra_bytes": 0.0, "inter_bytes": 0.0}
+        for r, res in enumerate(results):
+            for tag, d in res["traffic"][e].items():
+                b = np.asarray(d["bytes"], dtype=float)
+                same = host == host[r]
+                same[r] = False
+                link["intra_bytes"] += float(b[same].sum())
+                link["inter_bytes"] += float(b[host != host[r]].sum())
+                if _is_vertex_tag(tag):
+                    rw = np.asarray(d["rows"], dtype=float)
+                    rows[tag] = rows.get(tag, 0.0) + float(rw.sum() - rw[r])
+        out.append({"epoch": e, "rows": rows, **link})
+    return out
+
+
+def _sum_dicts(dicts: list[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + int(v)
+    return out
 
 
 def _mean_traffic(snapshots: list[dict], p: int) -> dict[str, dict[str, np.ndarray]]:
@@ -135,55 +280,6 @@ def _mean_traffic(snapshots: list[dict], p: int) -> dict[str, dict[str, np.ndarr
         for f in t:
             t[f] /= max(len(snapshots), 1)
     return tot
-
-
-def _assemble(cfg, topology, network, part, graph, results, partition_stats) -> dict[str, Any]:
-    from cdfgnn.methods.base import METHODS
-
-    p = cfg.workers
-    sl = timed_slice(cfg.epochs, cfg.warmup)
-    host = np.arange(p) // topology.devices_per_host
-    ranks, comm_model, compute_cpu = [], [], []
-    per_epoch = _zero_traffic()
-    by_tag: dict[str, dict[str, float]] = {}
-    rows_sent = 0.0
-    for r, res in enumerate(results):
-        t = mean_times(res["times"], sl)
-        traffic = _mean_traffic(res["traffic"][sl], p)
-        masks = {"intra": (host == host[r]) & (np.arange(p) != r), "inter": host != host[r]}
-        # the cost model is linear in bytes and messages: model the mean epoch directly
-        bytes_to = sum((tr["bytes"] for tr in traffic.values()), np.zeros(p))
-        msgs_to = sum((tr["msgs"] for tr in traffic.values()), np.zeros(p))
-        comm_model.append(float(network.comm_seconds(r, bytes_to, msgs_to)))
-        compute_cpu.append(t["cpu_s"])
-        for tag, tr in traffic.items():
-            agg = by_tag.setdefault(tag, {"bytes": 0.0, "msgs": 0.0, "rows": 0.0})
-            for cls, mask in masks.items():
-                for f in ("bytes", "msgs"):
-                    per_epoch[cls][f] += float(tr[f][mask].sum())
-            for f in agg:
-                agg[f] += float(tr[f][masks["intra"] | masks["inter"]].sum())
-            if not tag.startswith(("grad", "eval")):
-                rows_sent += float(tr["rows"].sum() - tr["rows"][r])
-        ranks.append({"rank": r, "host": int(host[r]), **t,
-                      "modelled_comm_s": comm_model[-1], "peak_rss_mb": res["peak_rss_mb"],
-                      "local_rows": res["local_rows"], "owned_rows": res["owned_rows"]})
-    overlap = METHODS.get(cfg.method).overlaps_compute
-    modelled = network.epoch_seconds(compute_cpu, comm_model, overlap=overlap)
-    epochs = results[0]["epochs"]
-    return {
-        "partition": {**partition_stats(graph, part), "file": cfg.partition_file},
-        "epochs": epochs,
-        "ranks": ranks,
-        "comm": {"per_epoch": {**per_epoch, "rows_sent": rows_sent}, "by_tag": by_tag},
-        "model_time": {"profile": cfg.network, "epoch_s": modelled, "comm_s": comm_model,
-                       "compute_s": compute_cpu, "overlap": overlap},
-        "summary": {**summarise_epochs(epochs),
-                    "epoch_time_s": max(rk["wall_s"] for rk in ranks),
-                    "modelled_epoch_time_s": modelled,
-                    "peak_memory_mb": max(rk["peak_rss_mb"] for rk in ranks),
-                    "timed_epochs": len(results[0]["times"][sl])},
-    }
 
 
 def _zero_traffic() -> dict[str, dict[str, float]]:

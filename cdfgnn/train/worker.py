@@ -1,4 +1,10 @@
-"""One distributed rank: build its book, model and strategy, run the shared epoch loop."""
+"""One distributed rank: build its parts (book, strategy, data), run the shared epoch loop.
+
+A rank normally trains one part of the partitioning. With a communication-free
+method it may hold several (``P / W`` consecutive parts on each of ``W`` ranks);
+their gradients accumulate before the all-reduce, which is mathematically the same
+as one part per rank (CoFree digest sec. 2.10).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,11 +14,13 @@ import torch
 
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
+from cdfgnn.methods.base import RankContext
 from cdfgnn.models import GNN
+from cdfgnn.models.propagate import FullGraphPropagator
 from cdfgnn.partition.base import Partitioning
 from cdfgnn.partition.book import PartitionBook, build_books
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.loop import LocalData, run_epochs
+from cdfgnn.train.loop import LocalData, TrainPart, metric_counts, run_epochs
 from cdfgnn.train.propagators import make_propagator
 from cdfgnn.train.record import peak_rss_mb
 
@@ -28,18 +36,28 @@ class RankJob:
     partitioning: Partitioning | None = None
     partition_path: str | None = None
     books: list[PartitionBook] | None = None
+    drop_arcs: np.ndarray | None = None         # the method's prepare() mask, if any
+    drop_arcs_path: str | None = None
 
 
-def local_data(graph: Graph, book: PartitionBook, rows: np.ndarray) -> LocalData:
-    owned = book.owned_nodes
+def parts_of(rank: int, world_size: int, num_parts: int) -> list[int]:
+    """The parts rank ``rank`` trains: a contiguous block of ``num_parts / world_size``."""
+    k = num_parts // world_size
+    return list(range(rank * k, (rank + 1) * k))
+
+
+def local_data(graph: Graph, book: PartitionBook) -> LocalData:
+    """Inputs and labels of a part's rows (edge-cut: owned rows; vertex-cut: every replica)."""
+    rows = book.local_nodes[: book.adj_rows]
     return LocalData(
         x=torch.from_numpy(graph.x[rows]),
-        y=torch.from_numpy(graph.y[owned]),
-        train=torch.from_numpy(graph.train[owned]),
-        val=torch.from_numpy(graph.val[owned]),
-        test=torch.from_numpy(graph.test[owned]),
+        y=torch.from_numpy(graph.y[rows]),
+        train=torch.from_numpy(graph.train[rows]),
+        val=torch.from_numpy(graph.val[rows]),
+        test=torch.from_numpy(graph.test[rows]),
         num_train_global=int(graph.train.sum()),
         multilabel=graph.multilabel,
+        owned=book.num_owned,
     )
 
 
@@ -48,23 +66,46 @@ def model_for(cfg: TrainConfig, graph: Graph):
                cfg.dropout, cfg.seed)
 
 
+def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook) -> TrainPart:
+    """Strategy, propagator and data of one part on this rank."""
+    strategy = build_strategy(cfg.method, cfg.method_params)
+    strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank))
+    return TrainPart(make_propagator(book, strategy), local_data(graph, book), strategy)
+
+
+def full_graph_counter(graph: Graph):
+    """Metric counts of one-process full-graph inference (evaluation of many-part runs)."""
+    from cdfgnn.train.oracle import full_graph_data
+
+    prop = FullGraphPropagator(graph.indptr, graph.indices)
+    data = full_graph_data(graph)
+
+    def counts(model: GNN) -> torch.Tensor:
+        prop.use_view(prop.base_view.but(training=False))
+        return metric_counts(model(data.x, prop), data)
+
+    return counts
+
+
 def rank_main(comm, job: RankJob) -> dict:
     cfg = job.cfg
     graph = job.graph if job.graph is not None else Graph.load(job.graph_path)
+    part = job.partitioning or Partitioning.load(job.partition_path)
+    mine = parts_of(comm.rank, comm.world_size, part.num_parts)
     if job.books is not None:
-        book = job.books[comm.rank]
+        books = [job.books[p] for p in mine]
     else:
-        part = job.partitioning or Partitioning.load(job.partition_path)
-        book = build_books(graph, part, [comm.rank])[0]
-    strategy = build_strategy(cfg.method, cfg.method_params)
-    strategy.setup(comm, book)
-    prop = make_propagator(book, strategy)
-    rows = book.owned_nodes if book.kind == "edge" else book.local_nodes
-    data = local_data(graph, book, rows)
-    model = model_for(cfg, graph)
-    res = run_epochs(model, prop, data, epochs=cfg.epochs, lr=cfg.lr,
-                     weight_decay=cfg.weight_decay, comm=comm, strategy=strategy,
-                     eval_every=cfg.eval_every)
+        drop = job.drop_arcs
+        if drop is None and job.drop_arcs_path:
+            drop = np.load(job.drop_arcs_path)
+        books = build_books(graph, part, mine, drop_arcs=drop)
+    parts = [build_part(comm, cfg, graph, b) for b in books]
+    full_eval = len(parts) > 1 or bool(parts[0].strategy.full_graph_eval)
+    res = run_epochs(model_for(cfg, graph), parts, epochs=cfg.epochs, lr=cfg.lr,
+                     weight_decay=cfg.weight_decay, comm=comm, eval_every=cfg.eval_every,
+                     full_graph_eval=full_eval,
+                     full_graph_counts=full_graph_counter(graph) if full_eval and comm.rank == 0
+                     else None)
     return {
         "rank": comm.rank,
         "epochs": res.epochs,
@@ -72,10 +113,27 @@ def rank_main(comm, job: RankJob) -> dict:
         "traffic": res.traffic,
         "final_state": res.final_state if comm.rank == 0 else None,
         "peak_rss_mb": peak_rss_mb(),
-        "local_rows": book.num_local,
-        "owned_rows": book.num_owned,
+        "local_rows": sum(b.num_local for b in books),
+        "owned_rows": sum(b.num_owned for b in books),
+        "parts": mine,
+        "sync_rows": _sync_rows(books),
     }
 
 
-def thread_job(cfg: TrainConfig, graph: Graph, part: Partitioning) -> RankJob:
-    return RankJob(cfg, graph=graph, partitioning=part, books=build_books(graph, part))
+def _sync_rows(books: list[PartitionBook]) -> dict[str, int]:
+    """Rows an exact sync sends per phase from this rank's parts (send-ratio baselines)."""
+    out = {"halo": 0, "gather": 0, "scatter": 0}
+    for b in books:
+        sent = int(sum(i.size for i in b.send_idx))
+        if b.kind == "edge":
+            out["halo"] += sent
+        else:
+            out["gather"] += sent
+            out["scatter"] += int(sum(i.size for i in b.recv_idx))
+    return out
+
+
+def thread_job(cfg: TrainConfig, graph: Graph, part: Partitioning,
+               drop_arcs: np.ndarray | None = None) -> RankJob:
+    return RankJob(cfg, graph=graph, partitioning=part, drop_arcs=drop_arcs,
+                   books=build_books(graph, part, drop_arcs=drop_arcs))

@@ -1,0 +1,300 @@
+"""Message codecs: how rows are encoded on the wire (one module for every method).
+
+A codec turns a float32 block of ``n`` rows x ``d`` features into the bytes that
+are really sent, and back. Every method takes one as a parameter
+(``--method-param codec=linear-8``), so quantisers are written once and combine
+with any technique (a cache, staleness, sampling). Specs:
+
+``none`` (alias ``fp32``)
+    the float32 rows themselves, ``4 n d`` bytes.
+``fp16``
+    a plain cast to half precision, ``2 n d`` bytes (Sylvie's FP16 setting).
+``linear-B``, B in {2, 4, 8, 16} (CDFGNN sec. 5, eqs. 22-23)
+    deterministic per-row min/max quantisation with round half up,
+    ``q = floor((2^B - 1)(m - min)/(max - min) + 0.5)``, decoded as
+    ``min + q (max - min)/(2^B - 1)``. The top value is representable, so no
+    clamping is needed (digest Q7b: the printed ``2^B`` would map ``max`` to
+    ``2^B``, which does not fit in B bits). Error per element <= (max - min) /
+    (2 (2^B - 1)). Metadata: min and max as float32 (the paper's ``2T`` bits).
+    ``linear-B-midrise`` is the alternative that meets the printed bound
+    (max - min)/2^(B+1) exactly: ``q = min(floor(2^B (m - min)/(max - min)),
+    2^B - 1)``, decoded at bin centres ``min + (q + 1/2)(max - min)/2^B``.
+``stochastic-b``, b in {1, 2, 4, 8} (Sylvie sec. 2.4-2.5, eqs. 3-5)
+    per-row min and scale sent as float16, ``q = floor((h - min)/scale + u)``
+    with ``u ~ U[0, 1)`` (stochastic rounding), ``scale = (max - min)/(2^b - 1)``,
+    decoded as ``min + q scale``: unbiased, variance per element
+    ``scale^2 p (1 - p)`` (digest Theorem 1). The sender quantises against the
+    float16-rounded min (rounded down) and scale (rounded up), so the estimate is
+    unbiased for exactly what the receiver reconstructs. ``stochastic-16`` is the
+    same as ``fp16`` and ``stochastic-32`` the same as ``none`` (Sylvie's bit-width
+    sweep).
+
+Values are bit-packed per row (``ceil(B d / 8)`` bytes per row, low bits first);
+metadata precedes the values in one ``uint8`` buffer per message, so the bytes the
+communicator accounts are the bytes of the packed buffer. A row whose max equals
+its min (a constant row, e.g. all-zero ReLU output) is reconstructed exactly from
+its metadata (digest Sylvie Q2, CDFGNN Q7f).
+"""
+from __future__ import annotations
+
+import math
+import re
+import torch
+
+from cdfgnn.errors import CdfgnnError
+
+LINEAR_BITS = (2, 4, 8, 16)
+STOCHASTIC_BITS = (1, 2, 4, 8, 16, 32)
+CODEC_HELP = ("none | fp32 | fp16 | linear-B (B in 2,4,8,16) | linear-B-midrise | "
+              "stochastic-b (b in 1,2,4,8,16,32)")
+
+
+class Codec:
+    """Encode ``[n, d]`` float32 rows into one wire tensor and back."""
+
+    spec: str = "none"
+    #: bits per value on the wire (32 for none)
+    bits: int = 32
+    #: True if encoding is lossless (the codec cannot change results)
+    exact: bool = True
+
+    def encode(self, rows: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        return rows
+
+    def decode(self, wire: torch.Tensor, n: int, d: int) -> torch.Tensor:
+        return wire
+
+    def wire_bytes(self, n: int, d: int) -> int:
+        """Bytes of the wire tensor for ``n`` rows of width ``d``."""
+        return 4 * n * d
+
+    def __repr__(self) -> str:
+        return f"Codec({self.spec})"
+
+
+class Half(Codec):
+    spec, bits, exact = "fp16", 16, False
+
+    def encode(self, rows, generator=None):
+        return rows.to(torch.float16)
+
+    def decode(self, wire, n, d):
+        return wire.to(torch.float32)
+
+    def wire_bytes(self, n, d):
+        return 2 * n * d
+
+
+class _RowQuantizer(Codec):
+    """Shared layout: per-row metadata (two values) + bit-packed unsigned codes."""
+
+    exact = False
+    meta_dtype: torch.dtype = torch.float32
+
+    def __init__(self, bits: int):
+        self.bits = bits
+        self.levels = (1 << bits) - 1
+
+    @property
+    def meta_bytes(self) -> int:
+        return 2 * torch.empty((), dtype=self.meta_dtype).element_size()
+
+    def row_bytes(self, d: int) -> int:
+        return -(-self.bits * d // 8)
+
+    def wire_bytes(self, n, d):
+        return n * (self.meta_bytes + self.row_bytes(d))
+
+    # ---- subclasses: rows -> (codes uint8/int32 [n, d], meta [n, 2]) and back
+    def _quantize(self, rows, generator):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _dequantize(self, codes, meta):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def encode(self, rows, generator=None):
+        rows = rows.detach().to(torch.float32).contiguous()
+        n, d = rows.shape
+        codes, meta = self._quantize(rows, generator)
+        packed = pack_bits(codes, self.bits)
+        head = meta.to(self.meta_dtype).contiguous().view(torch.uint8).reshape(n, -1)
+        return torch.cat([head, packed], dim=1).reshape(-1)
+
+    def decode(self, wire, n, d):
+        buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
+        meta = buf[:, : self.meta_bytes].reshape(-1).view(self.meta_dtype).to(torch.float32)
+        codes = unpack_bits(buf[:, self.meta_bytes:], self.bits, d)
+        return self._dequantize(codes, meta.reshape(n, 2))
+
+
+class Linear(_RowQuantizer):
+    """CDFGNN's deterministic min/max quantiser (round half up, top value included)."""
+
+    def __init__(self, bits: int, midrise: bool = False):
+        super().__init__(bits)
+        self.midrise = midrise
+        self.spec = f"linear-{bits}" + ("-midrise" if midrise else "")
+
+    def _quantize(self, rows, generator):
+        lo, hi = rows.amin(1, keepdim=True), rows.amax(1, keepdim=True)
+        span = hi - lo
+        inv = torch.where(span > 0, 1.0 / span, torch.zeros_like(span))
+        if self.midrise:
+            x = (rows - lo).mul_(inv * (self.levels + 1)).floor_().clamp_(max=self.levels)
+        else:
+            x = (rows - lo).mul_(inv * self.levels).add_(0.5).floor_().clamp_(max=self.levels)
+        return x.to(torch.int32), torch.cat([lo, hi], dim=1)
+
+    def _dequantize(self, codes, meta):
+        lo, hi = meta[:, :1], meta[:, 1:]
+        if self.midrise:
+            step = (hi - lo) / (self.levels + 1)
+            out = (codes.to(torch.float32) + 0.5).mul_(step).add_(lo)
+            return torch.where(hi > lo, out, lo.expand_as(out))
+        return codes.to(torch.float32).mul_((hi - lo) / self.levels).add_(lo)
+
+
+class Stochastic(_RowQuantizer):
+    """Sylvie's unbiased stochastic quantiser with float16 min and scale."""
+
+    meta_dtype = torch.float16
+
+    def __init__(self, bits: int):
+        super().__init__(bits)
+        self.spec = f"stochastic-{bits}"
+
+    def _quantize(self, rows, generator):
+        lo32, hi32 = rows.amin(1, keepdim=True), rows.amax(1, keepdim=True)
+        lo = _half_down(lo32)
+        scale = _half_up((hi32 - lo.to(torch.float32)) / self.levels)
+        scale32 = scale.to(torch.float32)
+        inv = torch.where(scale32 > 0, 1.0 / scale32, torch.zeros_like(scale32))
+        x = (rows - lo.to(torch.float32)).mul_(inv)
+        noise = torch.rand(rows.shape, generator=generator, dtype=torch.float32)
+        x.add_(noise).floor_().clamp_(0, self.levels)
+        return x.to(torch.int32), torch.cat([lo, scale], dim=1)
+
+    def _dequantize(self, codes, meta):
+        lo, scale = meta[:, :1], meta[:, 1:]
+        return codes.to(torch.float32).mul_(scale).add_(lo)
+
+
+def _half_down(x: torch.Tensor) -> torch.Tensor:
+    """float16 values <= x (the nearest from below), as float16."""
+    h = x.to(torch.float16)
+    over = h.to(torch.float32) > x
+    if over.any():
+        h = torch.where(over, torch.nextafter(h, torch.full_like(h, -math.inf)), h)
+    return h
+
+
+def _half_up(x: torch.Tensor) -> torch.Tensor:
+    h = x.to(torch.float16)
+    under = h.to(torch.float32) < x
+    if under.any():
+        h = torch.where(under, torch.nextafter(h, torch.full_like(h, math.inf)), h)
+    return h
+
+
+# ------------------------------------------------------------------ bit packing
+def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """``[n, d]`` codes < 2^bits -> ``[n, ceil(bits d / 8)]`` uint8, low bits first."""
+    n, d = codes.shape
+    if bits == 16:
+        return codes.to(torch.int16).contiguous().view(torch.uint8).reshape(n, 2 * d)
+    if bits == 8:
+        return codes.to(torch.uint8)
+    per_byte = 8 // bits
+    width = -(-d // per_byte) * per_byte
+    c = codes.to(torch.uint8)
+    if width != d:
+        c = torch.cat([c, c.new_zeros((n, width - d))], dim=1)
+    c = c.reshape(n, width // per_byte, per_byte)
+    out = c[:, :, 0].clone()
+    for k in range(1, per_byte):
+        out |= c[:, :, k] << (k * bits)
+    return out
+
+
+def unpack_bits(packed: torch.Tensor, bits: int, d: int) -> torch.Tensor:
+    """Inverse of :func:`pack_bits`: int32 codes ``[n, d]``."""
+    n = packed.shape[0]
+    if bits == 16:
+        return packed.contiguous().view(torch.int16).to(torch.int32).reshape(n, d) & 0xFFFF
+    if bits == 8:
+        return packed.to(torch.int32)
+    per_byte = 8 // bits
+    mask = (1 << bits) - 1
+    shifts = torch.arange(0, 8, bits, dtype=torch.uint8)
+    codes = (packed.unsqueeze(2) >> shifts) & mask
+    return codes.reshape(n, -1)[:, :d].to(torch.int32)
+
+
+# ------------------------------------------------------------------ registry
+_SPEC = re.compile(r"^(none|fp32|fp16|linear-(\d+)(-midrise)?|stochastic-(\d+))$")
+
+
+_CACHE: dict[str, Codec] = {}
+
+
+def get_codec(spec: str | Codec | None) -> Codec:
+    """Codec for a spec string (see the module docstring); unknown specs name the valid ones."""
+    if isinstance(spec, Codec):
+        return spec
+    spec = "none" if spec is None else str(spec).strip().lower()
+    if spec in _CACHE:
+        return _CACHE[spec]
+    m = _SPEC.match(spec)
+    if not m:
+        raise CdfgnnError(f"unknown codec {spec!r}; valid: {CODEC_HELP}")
+    if spec in ("none", "fp32"):
+        codec: Codec = Codec()
+    elif spec == "fp16":
+        codec = Half()
+    elif m.group(2) is not None:
+        bits = int(m.group(2))
+        if bits not in LINEAR_BITS:
+            raise CdfgnnError(f"codec {spec!r}: linear bit width must be one of "
+                              f"{', '.join(map(str, LINEAR_BITS))}, got {bits}")
+        codec = Linear(bits, midrise=m.group(3) is not None)
+    else:
+        bits = int(m.group(4))
+        if bits not in STOCHASTIC_BITS:
+            raise CdfgnnError(f"codec {spec!r}: stochastic bit width must be one of "
+                              f"{', '.join(map(str, STOCHASTIC_BITS))}, got {bits}")
+        codec = Codec() if bits == 32 else Half() if bits == 16 else Stochastic(bits)
+    _CACHE[spec] = codec
+    return codec
+
+
+def encoded_all_to_all(comm, codec: Codec, outgoing: list[torch.Tensor | None],
+                       incoming_rows: list[int], width: int, tag: str,
+                       generator: torch.Generator | None = None) -> list[torch.Tensor | None]:
+    """``comm.all_to_all`` of ``outgoing[q]`` encoded with ``codec``; returns decoded rows.
+
+    ``incoming_rows[q]`` is how many rows peer q sends here (receivers know their halo
+    or replica lists, so no shape header travels); ``width`` is the row width, the same
+    on every rank at a sync point. The accounted bytes are the encoded buffers' bytes
+    and the accounted rows the rows they carry.
+    """
+    if codec.exact and codec.bits == 32:
+        return comm.all_to_all(outgoing, tag=tag)
+    me = comm.rank
+    wire, rows = [], []
+    for q, t in enumerate(outgoing):
+        if t is None or t.numel() == 0 or q == me:
+            wire.append(t if q == me else None)
+            rows.append(0)
+        else:
+            wire.append(codec.encode(t, generator))
+            rows.append(int(t.shape[0]))
+    received = comm.all_to_all(wire, tag=tag, rows=rows)
+    out: list[torch.Tensor | None] = []
+    for q, w in enumerate(received):
+        if q == me:
+            out.append(outgoing[q])
+        elif w is None:
+            out.append(None)
+        else:
+            out.append(codec.decode(w, incoming_rows[q], width))
+    return out

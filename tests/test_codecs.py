@@ -1,0 +1,118 @@
+"""Message codecs (cdfgnn/comm/codecs.py): error bounds, packed sizes, unbiasedness."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cdfgnn.comm.codecs import get_codec, pack_bits, unpack_bits
+from cdfgnn.errors import CdfgnnError
+
+
+def rows_strategy():
+    return st.tuples(st.integers(1, 9), st.integers(1, 37), st.integers(0, 2**31 - 1),
+                     st.floats(1e-3, 1e3))
+
+
+def _rows(n, d, seed, scale):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g) * scale
+    x[0] = 0.25 * scale  # a constant row: must come back exactly (up to its metadata)
+    return x
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_strategy(), st.sampled_from([2, 4, 8, 16]))
+def test_linear_error_bound_and_packed_size(args, bits):
+    """|m~ - m| <= (max - min) / (2 (2^B - 1)) per element; size = ceil(B d / 8) + 8 per row."""
+    n, d, seed, scale = args
+    x = _rows(n, d, seed, scale)
+    codec = get_codec(f"linear-{bits}")
+    wire = codec.encode(x)
+    assert wire.dtype == torch.uint8
+    assert wire.numel() == n * (math.ceil(bits * d / 8) + 8) == codec.wire_bytes(n, d)
+    y = codec.decode(wire, n, d)
+    span = (x.amax(1) - x.amin(1))[:, None]
+    bound = span / (2 * ((1 << bits) - 1))
+    assert bool(((y - x).abs() <= bound * (1 + 1e-5) + 1e-6 * scale).all())
+    assert torch.equal(y[0], x[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows_strategy(), st.sampled_from([2, 4, 8]))
+def test_linear_midrise_meets_the_printed_bound(args, bits):
+    """The midrise variant: error <= (max - min) / 2^(B+1), the bound printed in CDFGNN."""
+    n, d, seed, scale = args
+    x = _rows(n, d, seed, scale)
+    codec = get_codec(f"linear-{bits}-midrise")
+    y = codec.decode(codec.encode(x), n, d)
+    span = (x.amax(1) - x.amin(1))[:, None]
+    assert bool(((y - x).abs() <= span / 2 ** (bits + 1) * (1 + 1e-5) + 1e-6 * scale).all())
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8])
+def test_stochastic_is_unbiased_with_the_digest_variance(bits):
+    """E[deq(q(h))] = h (Sylvie eq. 6); per-element variance scale^2 p(1-p) (<= scale^2/4),
+    whose mean over uniform fractional parts is (max-min)^2/(6 B^2) (eq. 7 per element)."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 48)
+    codec = get_codec(f"stochastic-{bits}")
+    g = torch.Generator().manual_seed(1)
+    draws = torch.stack([codec.decode(codec.encode(x, g), 64, 48) for _ in range(600)])
+    levels = (1 << bits) - 1
+    span = (x.amax(1) - x.amin(1))[:, None]
+    scale = span / levels
+    mean, var = draws.mean(0), draws.var(0)
+    # the mean of 600 draws is within 5 standard errors of the input
+    assert bool(((mean - x).abs() <= 5 * scale / 2 / math.sqrt(600) + 1e-3).all())
+    assert bool((var <= scale ** 2 / 4 * 1.3 + 1e-6).all())
+    ratio = var.sum(1) / (48 * span[:, 0] ** 2 / (6 * levels ** 2))
+    assert 0.6 < float(ratio.mean()) < 1.4
+    assert codec.encode(x, g).numel() == 64 * (math.ceil(bits * 48 / 8) + 4)
+
+
+def test_stochastic_reconstructs_constant_rows_exactly():
+    x = torch.full((3, 10), 0.5)
+    codec = get_codec("stochastic-1")
+    assert torch.equal(codec.decode(codec.encode(x), 3, 10), x)
+
+
+@pytest.mark.parametrize("spec", ["none", "fp32", "stochastic-32"])
+def test_32_bits_is_a_passthrough(spec):
+    x = torch.randn(5, 7)
+    codec = get_codec(spec)
+    assert codec.exact and codec.bits == 32
+    assert torch.equal(codec.decode(codec.encode(x), 5, 7), x)
+
+
+def test_fp16_and_stochastic_16_are_a_cast():
+    x = torch.randn(5, 7)
+    for spec in ("fp16", "stochastic-16"):
+        codec = get_codec(spec)
+        assert codec.wire_bytes(5, 7) == 70
+        assert torch.equal(codec.decode(codec.encode(x), 5, 7), x.half().float())
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8, 16]), st.integers(1, 6), st.integers(1, 29),
+       st.integers(0, 1000))
+def test_pack_unpack_roundtrip(bits, n, d, seed):
+    rng = np.random.default_rng(seed)
+    codes = torch.from_numpy(rng.integers(0, 1 << bits, (n, d))).to(torch.int32)
+    packed = pack_bits(codes, bits)
+    assert packed.shape == (n, math.ceil(bits * d / 8))
+    assert torch.equal(unpack_bits(packed, bits, d), codes)
+
+
+@pytest.mark.parametrize("spec,msg", [
+    ("linear-3", "linear bit width must be one of 2, 4, 8, 16"),
+    ("stochastic-3", "stochastic bit width must be one of 1, 2, 4, 8, 16, 32"),
+    ("zip", "unknown codec 'zip'; valid: none"),
+])
+def test_bad_codecs_are_named(spec, msg):
+    with pytest.raises(CdfgnnError, match=msg):
+        get_codec(spec)
