@@ -161,6 +161,7 @@ def test_schema_errors_name_the_key(mutate, needle):
     (lambda c: c["experiments"]["engine"]["train"].update(epochs=0), "epochs"),
     (lambda c: c["experiments"]["engine"]["train"].update(model="gnc"), "gnc"),
     (lambda c: c["methods"]["exact"].update(name="exactt"), "methods.exact.name"),
+    (lambda c: c["methods"]["exact"].update(params={"codec": "zzz"}), "methods.exact.params.*zzz"),
     (lambda c: c["partitioners"]["metis"].update(name="metiss"), "partitioners.metis.name"),
     (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(plot="acc"), "accuracy-vs-epoch"),
     (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(plot="table3"), "draws a table"),
@@ -320,6 +321,10 @@ class KindPlugins(Plugins):
 
     def method_kind(self, name):
         return self.KINDS[name] if name in self.KINDS else super().method_kind(name)
+
+    def check_method(self, name, params):
+        if name not in self.KINDS:
+            super().check_method(name, params)
 
 
 def _compat_config(partitioners, methods):

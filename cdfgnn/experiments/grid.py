@@ -102,6 +102,12 @@ class Plugins:
 
         return METHODS.get(name).partition_kind
 
+    def check_method(self, name: str, params: Mapping[str, Any]) -> None:
+        """A method preset's parameters pass the method's own declaration (PARAMS)."""
+        from cdfgnn.methods import build_strategy
+
+        build_strategy(name, dict(params))
+
     def report(self, name: str):
         from cdfgnn.report.registry import get_report
 
@@ -225,6 +231,9 @@ class Grid:
             for label, preset in getattr(self, section).items():
                 self._check_label(label, section)
                 _named(lambda: lookup(preset["name"]), f"{section}.{label}.name")
+        for label, preset in self.methods.items():
+            _named(lambda: self.plugins.check_method(preset["name"], preset.get("params") or {}),
+                   f"methods.{label}.params")
         for name, exp in self.experiments.items():
             self._check_experiment(name, exp)
         for name, ps in self.partition_sets.items():
