@@ -3,6 +3,7 @@
 #   snakemake --cores 2                                  # configs/quick.yaml (default)
 #   snakemake --cores 2 --configfile configs/full.yaml   # paper scale, real datasets
 #   snakemake --cores 2 figures/engine/accuracy_vs_epoch.png   # one named target
+#   snakemake --cores 2 cdfgnn                           # every table and figure of a group
 #
 # The rules only call the `cdfgnn` CLI; which files exist and the arguments of each
 # job come from cdfgnn/experiments/grid.py.
@@ -12,7 +13,8 @@ import sys
 
 from snakemake.utils import min_version, validate
 
-from cdfgnn.experiments.grid import Grid, check_schema
+from cdfgnn.experiments.config import check_schema, load_config
+from cdfgnn.experiments.grid import Grid
 
 min_version("8.0")
 
@@ -25,6 +27,16 @@ if not workflow.overwrite_configfiles:
     configfile: os.path.join(workflow.basedir, "configs", "quick.yaml")
 
 
+# Each config file is read again with its `include:` fragments deep-merged into it
+# (conflicting values are an error naming both files), then the files are layered
+# in order as Snakemake layers them, with `--config KEY=VALUE` on top.
+_merged = load_config(
+    workflow.configfiles,
+    root=workflow.basedir,
+    overrides=workflow.config_settings.config,
+)
+config.clear()
+config.update(_merged)
 check_schema(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.json"))
 validate(config, "workflow/schemas/config.schema.json")
 grid = Grid(config)
@@ -48,3 +60,14 @@ rule all:
     default_target: True
     input:
         grid.all_targets(),
+
+
+# One target rule per group of tables and figures (the name up to the first '/' of
+# a figure, '_' of a table: the paper it belongs to), e.g. `snakemake --cores 2 cdfgnn`.
+for _group, _files in grid.groups(reserved=[r.name for r in workflow.rules]).items():
+
+    rule:
+        name:
+            _group
+        input:
+            _files,

@@ -1,7 +1,8 @@
-"""The `cdfgnn` command line: prepare | partition | train | aggregate | plot | bench.
+"""The `cdfgnn` command line: prepare | partition | train | aggregate | report | plot | bench.
 
 Each subcommand is one arrow of the data flow in DESIGN.md sec. 3 (dataset ->
-Graph file -> Partitioning file -> RunRecord JSON -> tidy tables -> figures), so
+Graph file -> Partitioning file -> RunRecord JSON -> tidy tables -> figures and
+report tables; ``report`` runs any plug-in of :mod:`cdfgnn.report.registry`), so
 the Snakemake rules can stay one shell line each. Every output is written
 atomically (temporary sibling + rename): an interrupted job never leaves a file
 that looks finished, which is what lets a re-run of the pipeline resume.
@@ -87,31 +88,21 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def build_train_config(args: argparse.Namespace):
-    """Map the `cdfgnn train` flags onto a validated TrainConfig."""
-    from cdfgnn.train.config import TrainConfig
+    """Map the `cdfgnn train` flags (generated from TrainConfig) onto a validated TrainConfig."""
+    from cdfgnn.train.config import TrainConfig, train_options
 
     if args.dataset is None and args.graph is None:
         raise CdfgnnError("give --dataset NAME or --graph FILE")
     cfg = TrainConfig()
     cfg.dataset = args.dataset
-    cfg.graph = args.graph
-    for name in ("scale", "data_root", "data_seed", "workers", "hosts", "trainer", "batch_size", "method",
-                 "model", "layers", "hidden", "dropout", "lr", "weight_decay", "epochs", "seed",
-                 "backend", "device", "warmup", "eval_every", "network"):
-        value = getattr(args, name)
-        if value is not None:
-            setattr(cfg, name, value)
-    if args.fanouts is not None:
-        cfg.fanouts = list(args.fanouts)
-    if args.timeout is not None:
-        cfg.timeout_s = args.timeout
-    cfg.method_params = parse_params(args.method_param, "--method-param")
-    cfg.partition_params = parse_params(args.partition_param, "--partition-param")
-    if args.partitioner is not None:
-        cfg.partitioner = args.partitioner
-    if args.partition is not None:
+    for opt in train_options():
+        value = getattr(args, opt.name)
+        if opt.shape == "params":
+            setattr(cfg, opt.name, parse_params(value, opt.flag))
+        elif value is not None:
+            setattr(cfg, opt.name, list(value) if opt.shape == "list" else value)
+    if args.partition_file is not None:
         _adopt_partition_file(cfg, args)
-    cfg.out = args.out
     cfg.validate()
     return cfg
 
@@ -124,11 +115,11 @@ def _adopt_partition_file(cfg, args: argparse.Namespace) -> None:
     """
     from cdfgnn.partition.base import Partitioning
 
-    part = Partitioning.load(args.partition)
+    part = Partitioning.load(args.partition_file)
     if args.partitioner is not None and args.partitioner != part.method:
         raise CdfgnnError(f"--partitioner {args.partitioner} contradicts --partition "
-                          f"{args.partition}, which was made by {part.method!r}")
-    if args.partition_param:
+                          f"{args.partition_file}, which was made by {part.method!r}")
+    if args.partition_params:
         raise CdfgnnError("--partition-param cannot be combined with --partition FILE "
                           "(the file's parameters are used)")
     topo = part.topology
@@ -137,16 +128,16 @@ def _adopt_partition_file(cfg, args: argparse.Namespace) -> None:
         # run_training checks the method)
         if args.workers < 1 or topo.num_parts % args.workers:
             raise CdfgnnError(f"--workers {args.workers} contradicts --partition "
-                              f"{args.partition}, made for {topo.num_parts} parts "
+                              f"{args.partition_file}, made for {topo.num_parts} parts "
                               f"({topo.label}): give a divisor of {topo.num_parts}")
         cfg.workers = args.workers
         cfg.hosts = args.hosts if args.hosts is not None else 1
     else:
         if args.hosts is not None and args.hosts != topo.hosts:
-            raise CdfgnnError(f"--hosts {args.hosts} contradicts --partition {args.partition}, "
+            raise CdfgnnError(f"--hosts {args.hosts} contradicts --partition {args.partition_file}, "
                               f"made for {topo.hosts} hosts ({topo.label})")
         cfg.workers, cfg.hosts = topo.num_parts, topo.hosts
-    cfg.partition_file = args.partition
+    cfg.partition_file = args.partition_file
     cfg.partitioner = part.method
     cfg.partition_params = {k: v for k, v in part.params.items() if k != "seed"}
 
@@ -185,9 +176,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from cdfgnn.report import aggregate as agg
 
-    if args.runs:
-        if args.format != "tidy":
-            raise CdfgnnError(f"--format {args.format} applies to --partitions only")
+    if args.format != "tidy":
+        # alias of `cdfgnn report NAME` for table reports (documented before reports existed)
+        if args.datasets:
+            raise CdfgnnError(f"--format {args.format} reads --runs or --partitions, not --datasets")
+        run_report(args.format, args.out, runs=args.runs, partitions=args.partitions,
+                   md_out=args.md_out, kind="table")
+        print(f"{args.format} -> {args.out}")
+    elif args.runs:
         records = agg.load_runs(args.runs)
         agg.write_csv(agg.runs_table(records), args.out)
         if args.epochs_out:
@@ -195,49 +191,49 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         print(f"{len(records)} runs -> {args.out}")
     elif args.partitions:
         rows = agg.load_rows(args.partitions, "partition statistics")
-        if args.format == "table3":
-            from cdfgnn.report.partitions import table3, write_table3
-
-            if not args.md_out:
-                raise CdfgnnError("--format table3 needs --md-out FILE.md as well")
-            write_table3(table3(rows), args.out, args.md_out)
-        else:
-            agg.write_csv(agg.partitions_table(rows), args.out)
+        agg.write_csv(agg.partitions_table(rows), args.out)
         print(f"{len(rows)} partitions -> {args.out}")
     else:
-        if args.format != "tidy":
-            raise CdfgnnError(f"--format {args.format} applies to --partitions only")
         rows = agg.load_rows(args.datasets, "dataset statistics")
         agg.write_csv(agg.datasets_table(rows), args.out)
         print(f"{len(rows)} datasets -> {args.out}")
     return 0
 
 
-PLOT_INPUTS = {"accuracy-vs-epoch": "runs", "epoch-time-vs-workers": "runs",
-               "rf-vs-parts": "partitions"}
+def cmd_report(args: argparse.Namespace) -> int:
+    from cdfgnn.report.registry import REPORTS, discover
+
+    if args.list or args.name is None:
+        if args.name is None and not args.list:
+            raise CdfgnnError(f"give a report NAME; valid: {', '.join(discover().names())}")
+        for name in discover().names():
+            spec = REPORTS.get(name)
+            reads = "+".join(spec.reads)
+            params = ", ".join(f"{k}={v}" for k, v in spec.params.items())
+            print(f"{name:28s} {spec.kind:6s} reads {reads:16s} {spec.summary}"
+                  + (f" [params: {params}]" if params else ""))
+        return 0
+    run_report(args.name, args.out, runs=args.runs, partitions=args.partitions,
+               md_out=args.md_out, params=parse_params(args.param, "--param"))
+    print(f"{args.name} -> {args.out}" + (f" (+ {args.md_out})" if args.md_out else ""))
+    return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from cdfgnn.report import aggregate as agg
-
-    need = PLOT_INPUTS[args.figure]
-    given = getattr(args, need)
-    if not given:
-        raise CdfgnnError(f"plot {args.figure} reads --{need} FILES_OR_DIRS")
-    if need == "runs":
-        from cdfgnn.report import engine
-
-        records = agg.load_runs(given)
-        if args.figure == "accuracy-vs-epoch":
-            engine.plot_accuracy_vs_epoch(agg.epochs_table(records), args.out)
-        else:
-            engine.plot_epoch_time_vs_workers(agg.runs_table(records), args.out)
-    else:
-        from cdfgnn.report.partitions import plot_rf_vs_parts
-
-        plot_rf_vs_parts(agg.load_rows(given, "partition statistics"), args.out)
+    """Alias of `cdfgnn report NAME` for figure reports."""
+    run_report(args.figure, args.out, runs=args.runs, partitions=args.partitions,
+               params=parse_params(args.param, "--param"), kind="figure")
     print(f"{args.figure} -> {args.out}")
     return 0
+
+
+def run_report(name: str, out: str, **kw: Any):
+    from cdfgnn.report.registry import get_report, run_report as run
+
+    get_report(name)  # an unknown name is the first thing to report
+    if not out:
+        raise CdfgnnError(f"report {name!r}: give --out FILE")
+    return run(name, out, **kw)
 
 
 def benchmarks_dir() -> Path:
@@ -260,6 +256,26 @@ def _default_scale() -> str:
     from cdfgnn.train.config import TrainConfig
 
     return TrainConfig().scale
+
+
+def add_train_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field, grouped and typed by its metadata (default None:
+    an unset flag keeps TrainConfig's default)."""
+    from cdfgnn.train.config import train_options
+
+    groups: dict[str, Any] = {}
+    for opt in train_options():
+        group = groups.get(opt.group) or groups.setdefault(opt.group,
+                                                             parser.add_argument_group(opt.group))
+        metavar = opt.metavar or opt.flag[2:].upper().replace("-", "_")
+        kw: dict[str, Any] = {"dest": opt.name, "help": opt.help, "metavar": metavar}
+        if opt.shape == "params":
+            kw["action"] = "append"
+        else:
+            kw["type"] = opt.type
+            if opt.shape == "list":
+                kw["nargs"] = "+"
+        group.add_argument(opt.flag, **kw)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -296,40 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_partition)
 
     p = sub.add_parser("train", help="run one training and write its RunRecord")
-    g = p.add_argument_group("data")
-    g.add_argument("--dataset", help="dataset name (loaded or generated)")
-    g.add_argument("--scale", help="twin size for --dataset")
-    g.add_argument("--graph", help="Graph file (overrides --dataset for the data; the name is kept)")
-    g.add_argument("--data-root", dest="data_root", help="folder for real datasets")
-    g.add_argument("--data-seed", dest="data_seed", type=int, help="seed of a synthetic twin")
-    g = p.add_argument_group("partition")
-    g.add_argument("--partitioner", help="partitioner name (partitioned on the fly)")
-    g.add_argument("--partition-param", action="append", metavar="KEY=VALUE")
-    g.add_argument("--partition", help="Partitioning file from `cdfgnn partition`")
-    g.add_argument("--workers", type=int, help="workers P")
-    g.add_argument("--hosts", type=int, help="hosts H")
-    g = p.add_argument_group("technique and model")
-    g.add_argument("--trainer", help="distributed | full-graph | minibatch")
-    g.add_argument("--method", help="sync technique, e.g. exact")
-    g.add_argument("--method-param", action="append", metavar="KEY=VALUE")
-    g.add_argument("--model", help="gcn | sage | ...")
-    g.add_argument("--layers", type=int)
-    g.add_argument("--hidden", type=int)
-    g.add_argument("--dropout", type=float)
-    g.add_argument("--lr", type=float)
-    g.add_argument("--weight-decay", dest="weight_decay", type=float)
-    g.add_argument("--epochs", type=int)
-    g.add_argument("--seed", type=int)
-    g.add_argument("--fanouts", type=int, nargs="+", help="minibatch trainer: fan-out per layer")
-    g.add_argument("--batch-size", dest="batch_size", type=int)
-    g = p.add_argument_group("execution")
-    g.add_argument("--backend", help="thread | process")
-    g.add_argument("--device", help="cpu | cuda")
-    g.add_argument("--warmup", type=int, help="epochs excluded from timing")
-    g.add_argument("--eval-every", dest="eval_every", type=int)
-    g.add_argument("--timeout", type=float, help="seconds before a stuck rank stops the run")
-    g.add_argument("--network", help="NetworkModel link profile")
-    g.add_argument("--out", help="RunRecord JSON to write")
+    add_train_flags(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("aggregate", help="run records / statistics rows -> tidy CSV tables")
@@ -339,16 +322,32 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--datasets", nargs="+", metavar="PATH", help="dataset statistics files or folders")
     p.add_argument("--out", required=True, help="CSV to write (runs: one row per run)")
     p.add_argument("--epochs-out", help="with --runs: CSV with one row per run and epoch")
-    p.add_argument("--format", choices=("tidy", "table3"), default="tidy",
-                   help="with --partitions: tidy rows or CDFGNN Table 3")
-    p.add_argument("--md-out", help="with --format table3: markdown rendering")
+    p.add_argument("--format", default="tidy",
+                   help="tidy rows (default), or a table report over --partitions, e.g. table3 "
+                        "(same as `cdfgnn report NAME`)")
+    p.add_argument("--md-out", help="with a table report: markdown rendering")
     p.set_defaults(func=cmd_aggregate)
 
-    p = sub.add_parser("plot", help="draw a figure from run records or partition statistics")
-    p.add_argument("figure", choices=sorted(PLOT_INPUTS))
+    p = sub.add_parser("report", help="run a registered report (figure or table); --list shows them")
+    p.add_argument("name", nargs="?", metavar="NAME", help="report name, e.g. table3, rf-vs-parts")
+    p.add_argument("--list", action="store_true", help="list the registered reports and exit")
+    p.add_argument("--runs", nargs="+", metavar="PATH", help="RunRecord files or folders")
+    p.add_argument("--partitions", nargs="+", metavar="PATH",
+                   help="partition statistics files or folders")
+    p.add_argument("--out", help="PNG (figure) or CSV (table) to write")
+    p.add_argument("--md-out", help="table reports: markdown rendering to write")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="report parameter (repeatable)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("plot", help="draw a figure report (alias of `cdfgnn report NAME`)")
+    p.add_argument("figure", metavar="NAME", help="figure report, e.g. accuracy-vs-epoch, "
+                                                  "epoch-time-vs-workers, rf-vs-parts")
     p.add_argument("--runs", nargs="+", metavar="PATH")
     p.add_argument("--partitions", nargs="+", metavar="PATH")
     p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="report parameter (repeatable)")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("bench", help="run a performance benchmark from benchmarks/")

@@ -222,16 +222,22 @@ def test_aggregate_runs_tables(runs, tmp_path, capsys):
     assert {"epoch", "loss", "train", "val", "test"} <= set(eps.columns)
 
 
-def test_aggregate_partitions_and_table3(files, tmp_path, capsys):
-    stats_dir = tmp_path / "parts"
+@pytest.fixture(scope="module")
+def stats_dir(files, tmp_path_factory):
+    """Partition statistics of EBV (two gammas) and HDRF on 2 hosts x {1, 2} devices."""
+    d = tmp_path_factory.mktemp("parts")
     for name, params in (("ebv", ["--param", "gamma=0.0"]), ("ebv", ["--param", "gamma=0.1"]),
                          ("hdrf", [])):
         for dph in (1, 2):
             label = name + "".join(params[1:])
             assert main(["partition", "--graph", str(files / "g.npz"), "--partitioner", name,
                          *params, "--workers", str(2 * dph), "--hosts", "2",
-                         "--out", str(stats_dir / f"{label}-{dph}.npz"),
-                         "--stats-out", str(stats_dir / f"{label}-{dph}.stats.json")]) == 0
+                         "--out", str(d / f"{label}-{dph}.npz"),
+                         "--stats-out", str(d / f"{label}-{dph}.stats.json")]) == 0
+    return d
+
+
+def test_aggregate_partitions_and_table3(stats_dir, tmp_path, capsys):
     capsys.readouterr()
     code, _, err = cli(capsys, "aggregate", "--partitions", stats_dir, "--out", tmp_path / "p.csv")
     assert code == 0, err
@@ -273,6 +279,123 @@ def test_plot_engine_figures(runs, tmp_path, capsys, figure):
 def test_plot_needs_its_inputs(runs, tmp_path, capsys):
     err = bad(capsys, "plot", "rf-vs-parts", "--runs", runs / "runs", "--out", tmp_path / "x.png")
     assert "--partitions" in err
+
+
+# ----------------------------------------------------------------- report
+def test_report_runs_tables_and_figures(runs, stats_dir, tmp_path, capsys):
+    code, out, err = cli(capsys, "report", "table3", "--partitions", stats_dir,
+                         "--out", tmp_path / "t.csv", "--md-out", tmp_path / "t.md",
+                         "--param", "min_gpus_per_host=1")
+    assert code == 0, err
+    assert {"EBV γ=0.0", "EBV γ=0.1", "HDRF"} == set(pd.read_csv(tmp_path / "t.csv")["partitioner"])
+    md = (tmp_path / "t.md").read_text()
+    assert "31.08" in md and "fewer than 1 GPUs per host" in md    # the parameter arrived
+    code, _, err = cli(capsys, "report", "rf-vs-parts", "--partitions", stats_dir,
+                       "--out", tmp_path / "rf.png")
+    assert code == 0, err
+    assert (tmp_path / "rf.png").read_bytes()[:8] == PNG_MAGIC
+    code, _, err = cli(capsys, "report", "accuracy-vs-epoch", "--runs", runs / "runs",
+                       "--out", tmp_path / "acc.png")
+    assert code == 0, err
+    assert (tmp_path / "acc.png").read_bytes()[:8] == PNG_MAGIC
+    code, out, _ = cli(capsys, "report", "--list")
+    assert code == 0
+    for name in ("accuracy-vs-epoch", "epoch-time-vs-workers", "rf-vs-parts", "table3"):
+        assert name in out
+    assert "min_gpus_per_host=2" in out
+
+
+@pytest.mark.parametrize("argv,needles", [
+    (["report", "nope"], ["'nope'", "valid:", "table3", "rf-vs-parts"]),
+    (["report", "accuracy-vs-epoch"], ["--runs", "missing"]),
+    (["report", "rf-vs-parts", "--RUNS"], ["does not read --runs"]),
+    (["report", "table3", "--PARTS"], ["--md-out"]),
+    (["report", "rf-vs-parts", "--PARTS", "--md-out", "x.md"], ["--md-out"]),
+    (["report", "table3", "--PARTS", "--md-out", "x.md", "--param", "colour=red"],
+     ["colour", "min_gpus_per_host"]),
+    (["plot", "table3", "--PARTS"], ["table report", "figures: accuracy-vs-epoch"]),
+    (["aggregate", "--PARTS", "--format", "rf-vs-parts", "--md-out", "x.md"], ["figure report"]),
+])
+def test_report_bad_input(runs, stats_dir, tmp_path, capsys, argv, needles):
+    argv = [a for arg in argv for a in {"--RUNS": ["--runs", runs / "runs"],
+                                        "--PARTS": ["--partitions", stats_dir]}.get(arg, [arg])]
+    if "--out" not in argv:
+        argv += ["--out", tmp_path / "out.png"]
+    err = bad(capsys, *argv)
+    for needle in needles:
+        assert needle in err, err
+    assert not (tmp_path / "out.png").exists() and not (tmp_path / "x.md").exists()
+
+
+def test_registered_report_is_run_checked_and_lazy(monkeypatch, tmp_path, capsys):
+    """A plug-in report: parameters resolved, inputs loaded only when used, outputs checked."""
+    from cdfgnn.report import registry as reg
+
+    seen = {}
+
+    def echo(inputs, params, out, md_out):
+        seen.update(params=params, paths=inputs.partition_paths)
+        render.write_table(pd.DataFrame({"k": [params["k"]]}), out, md_out, title="echo")
+
+    def lazy(inputs, params, out, md_out):
+        (tmp_path / "lazy.csv").write_text("a\n1\n")
+        (tmp_path / "lazy.md").write_text("# lazy\n")
+
+    from cdfgnn.report import render
+
+    for name, reads, fn in (("test-echo", ("partitions",), echo), ("test-lazy", ("runs",), lazy),
+                            ("test-silent", ("partitions",), lambda *a: None)):
+        monkeypatch.setitem(reg.REPORTS._items, name, reg.ReportSpec(name, "table", reads, fn, {"k": 1}))
+    (tmp_path / "junk.json").write_text("{not json")
+    code, _, err = cli(capsys, "report", "test-echo", "--partitions", tmp_path / "junk.json",
+                       "--param", "k=5", "--out", tmp_path / "e.csv", "--md-out", tmp_path / "e.md")
+    assert code == 0, err
+    assert seen["params"] == {"k": 5} and pd.read_csv(tmp_path / "e.csv")["k"].tolist() == [5]
+    assert (tmp_path / "e.md").read_text().startswith("# echo")
+    # the runs are never read, so the corrupt file does not matter
+    code, _, err = cli(capsys, "report", "test-lazy", "--runs", tmp_path / "junk.json",
+                       "--out", tmp_path / "lazy.csv", "--md-out", tmp_path / "lazy.md")
+    assert code == 0, err
+    with pytest.raises(RuntimeError, match="without writing"):
+        reg.run_report("test-silent", str(tmp_path / "s.csv"), partitions=[str(tmp_path)],
+                       md_out=str(tmp_path / "s.md"))
+
+
+def test_report_discovery_is_complete_and_light():
+    """Every module of cdfgnn/report/ is imported (so a paper's module registers itself)
+    without importing matplotlib or torch (the Snakefile discovers reports while parsing)."""
+    code = ("import json, sys, pkgutil, cdfgnn.report as pkg\n"
+            "from cdfgnn.report.registry import discover\n"
+            "names = discover().names()\n"
+            "mods = [m.name for m in pkgutil.iter_modules(pkg.__path__)]\n"
+            "print(json.dumps([names, [m for m in mods if f'cdfgnn.report.{m}' not in sys.modules],\n"
+            "                  [m for m in ('matplotlib', 'torch') if m in sys.modules]]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    names, not_imported, heavy = json.loads(proc.stdout)
+    assert {"accuracy-vs-epoch", "epoch-time-vs-workers", "rf-vs-parts", "table3"} <= set(names)
+    assert not_imported == []
+    assert heavy == [], f"a report module imports {heavy} at its top level: import it inside the function"
+
+
+def test_train_flags_are_the_trainconfig_fields():
+    """`cdfgnn train` has one flag per TrainConfig field, typed from its annotation."""
+    import dataclasses
+
+    from cdfgnn.cli import build_parser
+    from cdfgnn.train.config import TrainConfig, train_options
+
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    actions = {a.dest: a for a in train._actions if a.dest != "help"}
+    assert set(actions) == {f.name for f in dataclasses.fields(TrainConfig)}
+    for opt in train_options():
+        a = actions[opt.name]
+        assert a.option_strings == [opt.flag]
+        assert a.default is None
+    assert actions["fanouts"].nargs == "+" and actions["fanouts"].type is int
+    assert actions["timeout_s"].option_strings == ["--timeout"] and actions["timeout_s"].type is float
+    assert actions["partition_file"].option_strings == ["--partition"]
+    assert actions["method_params"].option_strings == ["--method-param"]
 
 
 # ------------------------------------------------------------------ bench

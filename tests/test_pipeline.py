@@ -1,16 +1,20 @@
-"""The Snakemake pipeline: config expansion (fast) and a real smoke run (slow).
+"""The Snakemake pipeline: config merging and expansion (fast) and a real smoke run (slow).
 
 The smoke run executes configs/smoke.yaml into a temporary folder with the
-repository's Snakefile and checks every target exists and is well formed: CSV
-columns, PNG magic bytes, every RunRecord valid against
-workflow/schemas/run.schema.json. A second invocation must find nothing to do
-(resumption), and removing one run must re-run only that run and what reads it.
+repository's Snakefile and checks every target exists and is well formed: every
+configured figure (PNG magic bytes) and table (readable CSV, non-empty markdown),
+whichever paper added it, the built-in tables' columns, every RunRecord valid
+against workflow/schemas/run.schema.json. A second invocation must find nothing
+to do (resumption), and removing one run must re-run only that run and what reads it.
 """
 from __future__ import annotations
 
-import copy
+import contextlib
+import dataclasses
+import io
 import json
 import os
+import shlex
 import re
 import signal
 import subprocess
@@ -24,9 +28,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from cdfgnn.cli import parse_params
+from cdfgnn.cli import build_parser, build_train_config, parse_params
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.experiments.grid import Grid, check_schema, format_param
+from cdfgnn.experiments.config import check_schema, load_config, load_schema
+from cdfgnn.experiments.grid import TRAIN_FLAGS, Grid, Plugins, format_param
+from cdfgnn.train.config import ONE_PROCESS_TRAINERS, TrainConfig, grid_options, train_options
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.json"
@@ -35,8 +41,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CONFIGS = ["smoke", "quick", "full"]
 
 
-def load(name: str) -> dict:
-    return yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
+def load(*names: str) -> dict:
+    """configs/<name>.yaml with its includes, several names layered in order."""
+    return load_config([REPO / "configs" / f"{n}.yaml" for n in names], root=REPO)
 
 
 def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -73,7 +80,7 @@ def test_configs_validate_and_expand(name):
               "figures/partition/rf_vs_parts.png"):
         assert t in targets, (name, t)
     # issue 3: 2 hosts x {1,2,4,8} and every listed partitioner, EBV at both gammas
-    t3 = cfg["partition_sets"]["table3"]
+    t3 = cfg["partition_sets"]["cdfgnn_table3"]
     assert t3["topologies"] == ["h2x1", "h2x2", "h2x4", "h2x8"]
     presets = {cfg["partitioners"][p]["name"] for p in t3["partitioners"]}
     assert {"ebv", "hep", "dne", "ne", "hdrf", "dbh", "random", "metis"} <= presets
@@ -89,21 +96,11 @@ def test_configs_validate_and_expand(name):
 
 def test_override_file_layers_on_quick():
     cfg = load("quick")
-    over = load("cdfgnn")
-    merged = _merge(copy.deepcopy(cfg), over)
+    merged = load("quick", "cdfgnn")
     check_schema(merged, str(SCHEMA))
     grid = Grid(merged)
     assert set(grid.all_targets()) > set(Grid(cfg).all_targets())
-
-
-def _merge(base: dict, over: dict) -> dict:
-    """Snakemake's update_config: nested dicts merge, everything else is replaced."""
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _merge(base[k], v)
-        else:
-            base[k] = v
-    return base
+    assert "results/tables/cdfgnn_table3_paper.md" in grid.groups()["cdfgnn"]
 
 
 def test_figure_inputs_are_only_what_it_shows():
@@ -141,8 +138,12 @@ def test_train_args_map_the_experiment():
 @pytest.mark.parametrize("mutate,needle", [
     (lambda c: c.update(scael="tiny"), "scael"),
     (lambda c: c["experiments"]["engine"]["train"].update(epohcs=3), "epohcs"),
-    (lambda c: c["partition_sets"]["table3"].update(topologies=["2x4"]), "topologies"),
-    (lambda c: c["experiments"]["engine"]["train"].update(epochs=0), "epochs"),
+    (lambda c: c["partition_sets"]["cdfgnn_table3"].update(topologies=["2x4"]), "topologies"),
+    (lambda c: c["experiments"]["engine"].update(single=["full-grpah"]), "full-grpah"),
+    (lambda c: c["experiments"]["engine"]["train"].update(epochs="many"), "epochs"),
+    (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(plott="x"), "plott"),
+    (lambda c: c["tables"]["cdfgnn_table3_partitions"].update(partition_sett="x"), "partition_sett"),
+    (lambda c: c.update(datasets=[{"g": {"from": "e.txt"}}]), "format"),
 ])
 def test_schema_errors_name_the_key(mutate, needle):
     cfg = load("smoke")
@@ -156,13 +157,218 @@ def test_schema_errors_name_the_key(mutate, needle):
     (lambda c: c["experiments"]["engine"].update(methods=["exactt"]), "exactt"),
     (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(experiment="nope"), "nope"),
     (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(topologies=["h4x4"]), "h4x4"),
-    (lambda c: c["tables"].update(runs={"kind": "table3", "partition_set": "table3"}), "reserved"),
+    (lambda c: c["tables"].update(runs={"kind": "table3", "partition_set": "cdfgnn_table3"}), "reserved"),
+    (lambda c: c["experiments"]["engine"]["train"].update(epochs=0), "epochs"),
+    (lambda c: c["experiments"]["engine"]["train"].update(model="gnc"), "gnc"),
+    (lambda c: c["methods"]["exact"].update(name="exactt"), "methods.exact.name"),
+    (lambda c: c["methods"]["exact"].update(params={"codec": "zzz"}), "methods.exact.params.*zzz"),
+    (lambda c: c["partitioners"]["metis"].update(name="metiss"), "partitioners.metis.name"),
+    (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(plot="acc"), "accuracy-vs-epoch"),
+    (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(plot="table3"), "draws a table"),
+    (lambda c: c["tables"]["cdfgnn_table3_partitions"].update(kind="rf-vs-parts"), "draws a figure"),
+    (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(experiments=["engine"]), "not both"),
+    (lambda c: c["figures"]["engine/accuracy_vs_epoch"].update(partition_set="cdfgnn_table3"),
+     "does not read 'partition_set"),
+    (lambda c: c["figures"]["partition/rf_vs_parts"].pop("partition_set"), "missing 'partition_set"),
+    (lambda c: c["figures"]["partition/rf_vs_parts"].update(methods=["exact"]), "filters runs"),
+    (lambda c: c["figures"]["partition/rf_vs_parts"].update(params={"dataset": "synth-reddit",
+                                                                     "colour": 1}), "colour"),
 ])
 def test_cross_reference_errors_name_the_key(mutate, needle):
     cfg = load("smoke")
     mutate(cfg)
     check_schema(cfg, str(SCHEMA))
     with pytest.raises(CdfgnnError, match=needle):
+        Grid(cfg)
+
+
+# ---------------------------------------------------------------- includes
+def write(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_include_merges_mappings_unions_lists_and_nests(tmp_path):
+    write(tmp_path / "top.yaml", {"scale": "tiny", "datasets": ["a", "b"],
+                                  "methods": {"exact": {"name": "exact"}},
+                                  "include": ["frag/one.yaml", "frag/two.yaml"]})
+    write(tmp_path / "frag/one.yaml", {"datasets": ["c", "a"], "scale": "tiny",
+                                       "methods": {"q": {"name": "q", "params": {"bits": 4}}},
+                                       "include": ["frag/deep.yaml"]})
+    write(tmp_path / "frag/two.yaml", {"methods": {"q": {"params": {"rate": 0.5}}},
+                                       "include": ["frag/deep.yaml"]})   # read once
+    write(tmp_path / "frag/deep.yaml", {"datasets": ["d"], "data_seed": 3})
+    cfg = load_config([tmp_path / "top.yaml"], root=tmp_path)
+    assert cfg == {"scale": "tiny", "datasets": ["a", "b", "c", "d"], "data_seed": 3,
+                   "methods": {"exact": {"name": "exact"},
+                               "q": {"name": "q", "params": {"bits": 4, "rate": 0.5}}}}
+
+
+@pytest.mark.parametrize("a,b", [(0.1, 0.2), ("x", "y"), (True, 1), ([1], {"k": 1}), (1, "1")])
+def test_include_conflict_names_key_and_both_files(tmp_path, a, b):
+    write(tmp_path / "top.yaml", {"include": ["p/one.yaml", "p/two.yaml"]})
+    write(tmp_path / "p/one.yaml", {"methods": {"q": {"params": {"bits": a}}}})
+    write(tmp_path / "p/two.yaml", {"methods": {"q": {"params": {"bits": b}}}})
+    with pytest.raises(CdfgnnError) as exc:
+        load_config([tmp_path / "top.yaml"], root=tmp_path)
+    msg = str(exc.value)
+    assert "methods.q.params.bits" in msg and "p/one.yaml" in msg and "p/two.yaml" in msg
+
+
+def test_include_equal_values_and_int_float_agree(tmp_path):
+    write(tmp_path / "top.yaml", {"x": {"lr": 1, "on": True}, "include": ["f.yaml"]})
+    write(tmp_path / "f.yaml", {"x": {"lr": 1.0, "on": True}})
+    assert load_config([tmp_path / "top.yaml"], root=tmp_path) == {"x": {"lr": 1, "on": True}}
+
+
+@pytest.mark.parametrize("files,needle", [
+    ({"top.yaml": {"include": ["a.yaml"]}, "a.yaml": {"include": ["top.yaml"]}}, "cycle"),
+    ({"top.yaml": {"include": ["missing.yaml"]}}, "missing.yaml"),
+    ({"top.yaml": {"include": "a.yaml"}}, "list of paths"),
+    ({"top.yaml": {"include": ["a.yaml"]}, "a.yaml": ["not", "a", "mapping"]}, "a.yaml"),
+])
+def test_include_errors(tmp_path, files, needle):
+    for name, data in files.items():
+        write(tmp_path / name, data)
+    with pytest.raises(CdfgnnError, match=needle):
+        load_config([tmp_path / "top.yaml"], root=tmp_path)
+
+
+def test_layered_file_may_change_a_value_from_a_fragment(tmp_path):
+    """`--configfile smoke.yaml mine.yaml`: each file is resolved, then later files win."""
+    over = write(tmp_path / "mine.yaml", {"experiments": {"engine": {"train": {"epochs": 3}}}})
+    cfg = load_config([REPO / "configs" / "smoke.yaml", over], root=REPO,
+                      overrides={"data_seed": 7})
+    assert cfg["experiments"]["engine"]["train"]["epochs"] == 3
+    assert cfg["experiments"]["engine"]["train"]["hidden"] == 16      # kept from the fragment
+    assert cfg["data_seed"] == 7 and "include" not in cfg
+
+
+@pytest.mark.parametrize("level", CONFIGS)
+def test_every_fragment_is_included(level):
+    """configs/<level>/*.yaml are the papers' fragments: each one is in its level's include list."""
+    top = yaml.safe_load((REPO / "configs" / f"{level}.yaml").read_text())
+    fragments = {f"configs/{level}/{p.name}" for p in (REPO / "configs" / level).glob("*.yaml")}
+    assert {"configs/%s/engine.yaml" % level, "configs/%s/cdfgnn.yaml" % level} <= fragments
+    assert fragments == set(top["include"])
+
+
+# ------------------------------------------------------ training options
+def test_train_keys_and_schema_come_from_trainconfig():
+    """One TrainConfig field = one `cdfgnn train` flag (+ a grid `train:` key if marked)."""
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert {o.name for o in train_options()} == names
+    assert TRAIN_FLAGS == {n: o.flag for n, o in grid_options().items()}
+    assert {"epochs", "hidden", "lr", "fanouts", "timeout_s"} <= set(TRAIN_FLAGS)
+    assert TRAIN_FLAGS["timeout_s"] == "--timeout"
+    schema = load_schema(SCHEMA)["$defs"]
+    assert set(schema["train"]["properties"]) == set(TRAIN_FLAGS)
+    assert schema["train"]["additionalProperties"] is False
+    assert schema["one_process_trainer"]["enum"] == list(ONE_PROCESS_TRAINERS)
+    train = next(a for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions
+                 if a.dest == "epochs")
+    assert train.option_strings == ["--epochs"] and train.type is int
+
+
+def test_every_grid_train_key_reaches_trainconfig():
+    """Grid.train_args -> `cdfgnn train` parser -> TrainConfig carries each value."""
+    defaults = TrainConfig()
+    values = {}
+    for name, opt in grid_options().items():
+        default = getattr(defaults, name)
+        values[name] = ([3, 2] if opt.shape == "list" else default + 1 if opt.type is int
+                        else default + 0.125 if opt.type is float else default)
+    cfg = load("smoke")
+    cfg["experiments"]["engine"]["train"] = values
+    grid = Grid(cfg)
+    argv = ["train", "--graph", "g.npz", *shlex.split(grid.train_args("engine", trainer="full-graph"))]
+    train = build_train_config(build_parser().parse_args(argv))
+    for name, value in values.items():
+        assert getattr(train, name) == value, name
+    assert train.trainer == "full-graph"
+
+
+# ----------------------------------------------------------------- reports
+def test_output_groups_are_name_prefixes():
+    grid = Grid(load("smoke"))
+    groups = grid.groups()
+    assert groups["engine"] == ["figures/engine/accuracy_vs_epoch.png",
+                                "figures/engine/epoch_time_vs_workers.png"]
+    assert groups["cdfgnn"] == ["results/tables/cdfgnn_table3_partitions.csv",
+                                "results/tables/cdfgnn_table3_partitions.md"]
+    assert groups["partition"] == ["figures/partition/rf_vs_parts.png"]
+    with pytest.raises(CdfgnnError, match="figures.partition/rf_vs_parts.*rule"):
+        grid.groups(reserved=["partition", "all"])
+
+
+def test_report_args_pass_params_and_inputs():
+    cfg = load("smoke")
+    cfg["figures"]["partition/rf_vs_parts"]["params"] = {"dataset": "synth-reddit"}
+    cfg["figures"]["partition/rf_vs_parts"]["topologies"] = ["h2x2"]
+    grid = Grid(cfg)
+    args = shlex.split(grid.report_args("figure", "partition/rf_vs_parts"))
+    assert args[0] == "rf-vs-parts" and "--runs" not in args
+    assert args[args.index("--param") + 1] == "dataset=synth-reddit"
+    parts = args[args.index("--partitions") + 1: args.index("--param")]
+    assert parts == grid.report_inputs("figure", "partition/rf_vs_parts")
+    assert parts and all("/h2x2/" in p for p in parts)
+
+
+class KindPlugins(Plugins):
+    """Registries with two fake methods restricted to one partition kind."""
+    KINDS = {"vonly": "vertex", "eonly": "edge"}
+
+    def method_kind(self, name):
+        return self.KINDS[name] if name in self.KINDS else super().method_kind(name)
+
+    def check_method(self, name, params):
+        if name not in self.KINDS:
+            super().check_method(name, params)
+
+
+def _compat_config(partitioners, methods):
+    cfg = load("smoke")
+    cfg["methods"].update({"vonly": {"name": "vonly"}, "eonly": {"name": "eonly"}})
+    cfg["experiments"]["engine"].update(partitioners=partitioners, methods=methods)
+    return cfg
+
+
+def test_experiment_skips_incompatible_method_partitioner_pairs():
+    grid = Grid(_compat_config(["metis", "hdrf"], ["exact", "vonly", "eonly"]), KindPlugins())
+    pairs = {(r.partitioner, r.method) for r in grid.experiment_runs("engine") if r.method}
+    assert pairs == {("metis", "exact"), ("hdrf", "exact"), ("hdrf", "vonly"), ("metis", "eonly")}
+    fig = grid.figures["engine/epoch_time_vs_workers"]
+    assert {r.method for r in grid.output_runs(fig) if r.method} == {"exact", "vonly", "eonly"}
+
+
+@pytest.mark.parametrize("partitioners,methods,needle", [
+    (["metis"], ["exact", "vonly"], "'vonly' needs a vertex-cut"),
+    (["hdrf", "hep"], ["eonly"], "'eonly' needs a edge-cut"),
+    ([], ["exact"], "'exact' has no partitioner"),
+])
+def test_method_without_compatible_partitioner_is_named(partitioners, methods, needle):
+    with pytest.raises(CdfgnnError, match=needle):
+        Grid(_compat_config(partitioners, methods), KindPlugins())
+
+
+def test_datasets_from_files_give_prepare_args_and_inputs():
+    for form in ([{"mygraph": {"from": "in/e.txt.gz", "format": "snap", "labels": "in/y.csv"}},
+                  "synth-arxiv"],
+                 {"mygraph": {"from": "in/e.txt.gz", "format": "snap", "labels": "in/y.csv"},
+                  "synth-arxiv": None}):
+        cfg = load("smoke")
+        cfg["datasets"] = form
+        check_schema(cfg, str(SCHEMA))
+        grid = Grid(cfg)
+        assert {"mygraph", "synth-arxiv"} <= set(grid.datasets())
+        assert shlex.split(grid.prepare_args("mygraph")) == [
+            "--from", "in/e.txt.gz", "--format", "snap", "--labels", "in/y.csv"]
+        assert grid.dataset_files("mygraph") == ["in/e.txt.gz", "in/y.csv"]
+        assert grid.prepare_args("synth-arxiv") == "--scale tiny --seed 0"
+        assert grid.dataset_files("synth-arxiv") == []
+    cfg["datasets"] = [{"g": {"from": "a", "format": "snap"}}, {"g": {"from": "b", "format": "snap"}}]
+    with pytest.raises(CdfgnnError, match="datasets.g: defined twice"):
         Grid(cfg)
 
 
@@ -188,11 +394,67 @@ def test_one_figure_builds_only_what_it_needs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     grid = Grid(load("quick"))                 # no --configfile: quick.yaml is the default
     fig = grid.figures["engine/epoch_time_vs_workers"]
-    runs = grid.experiment_runs(fig["experiment"], fig)
+    runs = grid.output_runs(fig)
     dist = [r for r in runs if r.trainer == "distributed"]
     assert job_counts(proc.stdout + proc.stderr) == {
-        "prepare": len({r.dataset for r in runs}), "partition": len({r.partition for r in dist}),
+        "prepare": len({r.dataset for r in runs}), "partition_graph": len({r.partition for r in dist}),
         "train": len(dist), "train_single": len(runs) - len(dist), "figure": 1}
+
+
+def test_group_target_builds_only_that_papers_outputs(tmp_path):
+    """A paper adds one fragment (+ one include line); `snakemake NAME` then builds its
+    tables and figures and what they read, nothing of the other papers."""
+    frag = write(tmp_path / "configs" / "sylvie.yaml", {
+        "partition_sets": {"sylvie_parts": {"datasets": ["synth-arxiv"], "partitioners": ["metis"],
+                                            "topologies": ["h1x2", "h2x1"]}},
+        "tables": {"sylvie_claims": {"kind": "table3", "partition_set": "sylvie_parts",
+                                     "params": {"min_gpus_per_host": 1}}},
+        "figures": {"sylvie/rf": {"plot": "rf-vs-parts", "partition_set": "sylvie_parts",
+                                  "topologies": ["h2x1"]}}})
+    top = write(tmp_path / "top.yaml", {"include": [str(REPO / "configs" / "smoke.yaml"), str(frag)]})
+    common = ["-n", "--cores", "2", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path)]
+    proc = snakemake(*common, "sylvie", "--configfile", str(top))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert job_counts(proc.stdout + proc.stderr) == {
+        "prepare": 1, "partition_graph": 2, "table": 1, "figure": 1, "sylvie": 1}
+    proc = snakemake(*common, "engine", "--configfile", str(top))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert job_counts(proc.stdout + proc.stderr) == {
+        "prepare": 1, "partition_graph": 4, "train": 4, "train_single": 1, "figure": 2, "engine": 1}
+
+
+def test_dataset_from_files_is_a_prepare_input(tmp_path):
+    """`datasets: [{name: {from, format, ...}}]`: prepare gets the import flags, and the
+    files are inputs: missing stops the run, newer re-runs prepare."""
+    cfg = {"scale": "tiny", "partitioners": {"metis": {"name": "metis"}},
+           "methods": {"exact": {"name": "exact"}},
+           "datasets": [{"mygraph": {"from": "in/edges.txt", "format": "snap",
+                                     "features": "in/x.npy"}}]}
+    top = write(tmp_path / "top.yaml", cfg)
+    target = "results/data/mygraph.npz"
+    common = ["-n", "-p", "--cores", "1", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path),
+              target, "--configfile", str(top)]
+    proc = snakemake(*common)
+    assert proc.returncode != 0 and "in/edges.txt" in proc.stdout + proc.stderr
+    (tmp_path / "in").mkdir()
+    for f in ("edges.txt", "x.npy"):
+        (tmp_path / "in" / f).write_text("0 1\n")
+    proc = snakemake(*common)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("cdfgnn prepare --dataset mygraph --from in/edges.txt --format snap "
+            "--features in/x.npy --out results/data/mygraph.npz") in proc.stdout
+    # outputs newer than the files: nothing to do; then a changed file re-runs prepare
+    for out in ("results/data/mygraph.npz", "results/data/mygraph.stats.json"):
+        (tmp_path / out).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / out).write_text("")
+    old = time.time() - 100
+    for f in ("edges.txt", "x.npy"):
+        os.utime(tmp_path / "in" / f, (old, old))
+    proc = snakemake(*common)
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    os.utime(tmp_path / "in" / "x.npy")
+    proc = snakemake(*common)
+    assert job_counts(proc.stdout + proc.stderr) == {"prepare": 1}
 
 
 def test_config_typo_stops_the_run_naming_the_key(tmp_path):
@@ -249,8 +511,17 @@ def test_smoke_pipeline(tmp_path):
 
     for target in grid.all_targets():
         assert (work / target).is_file(), target
-    for png in grid.figure_paths():
-        assert (work / png).read_bytes()[:8] == PNG_MAGIC, png
+    # every configured figure and table, whichever paper's fragment added it
+    assert grid.figures and grid.tables
+    for out in grid.outputs():
+        for path in out.paths:
+            data = (work / path).read_bytes()
+            if path.endswith(".png"):
+                assert data[:8] == PNG_MAGIC, path
+            elif path.endswith(".csv"):
+                assert len(pd.read_csv(work / path).columns) > 0, path
+            else:
+                assert path.endswith(".md") and data.decode().strip(), path
 
     datasets = pd.read_csv(work / "results/tables/datasets.csv")
     assert set(datasets["dataset"]) == set(grid.datasets())
@@ -278,22 +549,29 @@ def test_smoke_pipeline(tmp_path):
     t3 = pd.read_csv(work / "results/tables/cdfgnn_table3_partitions.csv")
     assert {"dataset", "partitioner", "hosts", "gpus_per_host", "inner", "outer", "rf",
             "edge_if"} <= set(t3.columns)
-    assert len(t3) == len(grid.partition_set_jobs("table3"))
+    assert len(t3) == len(grid.partition_set_jobs("cdfgnn_table3"))
     assert "31.08" in (work / "results/tables/cdfgnn_table3_partitions.md").read_text()
 
-    # the review notebook runs on these results without recomputing anything
+    # the review notebook runs on these results without recomputing anything, and
+    # shows every configured table and every figure
     nb = nbformat.read(REPO / "workflow" / "notebooks" / "review.ipynb", as_version=4)
     cwd = os.getcwd()
+    shown = io.StringIO()
     try:
         os.chdir(work)
         import matplotlib
         matplotlib.use("Agg")
         ns: dict = {}
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                exec(compile(cell.source, "review.ipynb", "exec"), ns)
+        with contextlib.redirect_stdout(shown):
+            for cell in nb.cells:
+                if cell.cell_type == "code":
+                    exec(compile(cell.source, "review.ipynb", "exec"), ns)
     finally:
         os.chdir(cwd)
+    assert f"{len(grid.tables)} configured tables" in shown.getvalue()
+    assert f"{len(grid.figures)} figures" in shown.getvalue()
+    for name in grid.tables:
+        assert f"=== {name}.csv" in shown.getvalue()
 
     # resumption: a second invocation has nothing to do ...
     again = snakemake(*common, "-n")
@@ -307,4 +585,4 @@ def test_smoke_pipeline(tmp_path):
     again = snakemake(*common, "-n")
     counts = job_counts(again.stdout + again.stderr)
     assert counts.get("train") == 1 and counts.get("runs_tables") == 1, (counts, again.stdout[-3000:])
-    assert not {"prepare", "partition", "train_single", "partition_set_table"} & set(counts), counts
+    assert not {"prepare", "partition_graph", "train_single", "table"} & set(counts), counts

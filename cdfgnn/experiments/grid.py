@@ -3,14 +3,15 @@
 The Snakefile asks this module, never the config directly, which datasets,
 partitions, runs, tables and figures exist and which command-line arguments each
 job gets. That keeps the rules thin (they only call the CLI) and lets the tests
-check the expansion without running Snakemake.
+check the expansion without running Snakemake. The config arrives merged and
+schema-checked (:mod:`cdfgnn.experiments.config`); the cross-references between
+sections and the names of registered plug-ins are checked here.
 
-Config shape (validated first by ``workflow/schemas/config.schema.json``; the
-cross-references between sections are checked here)::
+Config shape::
 
     scale: small                     # size of the synthetic twins
     data_seed: 0                     # seed of the twin generators
-    datasets: [synth-arxiv, ...]     # extra rows for results/tables/datasets.csv
+    datasets: [synth-arxiv, {mygraph: {from: g.txt.gz, format: snap}}, ...]
     partitioners:                    # wildcard value -> registered partitioner + params
       ebv-g0.1: {name: ebv, params: {gamma: 0.1}}
     methods:                         # wildcard value -> registered method + params
@@ -19,8 +20,21 @@ cross-references between sections are checked here)::
       engine: {datasets, partitioners, topologies, methods, seeds, single, train}
     partition_sets:                  # named partition grids (no training)
       table3: {datasets, partitioners, topologies, seeds, topologies_by_dataset}
-    tables:  {name: {kind: table3, partition_set: table3}}
-    figures: {paper/figure: {plot: <kind>, experiment | partition_set, filters...}}
+    tables:  {name: {kind: <table report>, <inputs>}}
+    figures: {paper/figure: {plot: <figure report>, <inputs>}}
+
+where ``<inputs>`` is ``experiment: X`` or ``experiments: [..]`` (run records),
+``partition_set: Y`` or ``partition_sets: [..]`` (partition statistics), as the
+report's ``reads`` asks, optional filters (datasets, partitioners, topologies,
+methods, seeds, single) and ``params`` for the report.
+
+An experiment's distributed runs are the cross product datasets x partitioners x
+topologies x methods x seeds, less the (partitioner, method) pairs whose partition
+kinds differ (a vertex-cut-only method never runs on an edge-cut partition).
+
+Every table and figure belongs to a **group**, the prefix of its name (figure
+``cdfgnn/fig7_send_ratio`` -> ``cdfgnn``; table ``cdfgnn_claims`` -> ``cdfgnn``);
+the Snakefile makes one target rule per group (``snakemake --cores 2 cdfgnn``).
 
 File layout (the wildcards are dataset, partitioner, topology ``h{hosts}x{dph}``,
 method, seed; runs add the experiment name so two grids with different model
@@ -30,73 +44,80 @@ settings never share a file)::
     results/partitions/{dataset}/{partitioner}/{topology}/s{seed}.npz (+ .stats.json)
     results/runs/{experiment}/{dataset}/{partitioner}/{topology}/{method}/s{seed}.json
     results/runs/{experiment}/{dataset}/{trainer}/s{seed}.json   (one-process trainers)
-    results/tables/{datasets,partitions,runs,epochs,<table>}.csv
+    results/tables/{datasets,partitions,runs,epochs}.csv, results/tables/{table}.csv + .md
     figures/{figure}.png
 """
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import product
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Topology
+from cdfgnn.train.config import DISTRIBUTED, ONE_PROCESS_TRAINERS, grid_options
 
-SINGLE_TRAINERS = ("full-graph", "minibatch")
-# plot kind -> what it reads: training runs or partition statistics
-PLOTS = {
-    "accuracy-vs-epoch": "runs",
-    "epoch-time-vs-workers": "runs",
-    "rf-vs-parts": "partitions",
-}
-TABLE_KINDS = {"table3": "partitions"}
-# experiment "train" keys -> `cdfgnn train` flags (all TrainConfig fields a grid may set)
-TRAIN_FLAGS = {
-    "model": "--model", "layers": "--layers", "hidden": "--hidden", "dropout": "--dropout",
-    "lr": "--lr", "weight_decay": "--weight-decay", "epochs": "--epochs",
-    "backend": "--backend", "device": "--device", "warmup": "--warmup",
-    "eval_every": "--eval-every", "timeout_s": "--timeout", "network": "--network",
-    "fanouts": "--fanouts", "batch_size": "--batch-size",
-}
+# experiment "train" keys -> `cdfgnn train` flags: the TrainConfig fields marked grid=True
+TRAIN_FLAGS: dict[str, str] = {name: opt.flag for name, opt in grid_options().items()}
 BUILTIN_TABLES = ("datasets", "partitions", "runs", "epochs")
-
-
-def check_schema(config: dict[str, Any], schema_path: str) -> None:
-    """Validate ``config`` against the JSON Schema with a one-line error naming the key.
-
-    Snakemake's own ``validate`` (called next in the Snakefile) prints the whole
-    schema on failure; this message comes first and says only what is wrong where.
-    """
-    import json
-
-    import jsonschema
-
-    with open(schema_path) as f:
-        schema = json.load(f)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if not errors:
-        return
-    err = errors[0]
-    where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        known = set(err.schema.get("properties", {}))
-        unknown = sorted(set(err.instance) - known)
-        raise CdfgnnError(f"config {where}: unknown key(s) {unknown}; valid: {sorted(known)}")
-    raise CdfgnnError(f"config {where}: {err.message}")
+# filters of a figure or table; the last two select runs only
+FILTERS = ("datasets", "partitioners", "topologies", "seeds", "methods", "single")
+RUN_FILTERS = ("methods", "single")
+FILE_DATASET_FLAGS = {"from": "--from", "format": "--format", "features": "--features",
+                      "labels": "--labels"}
 
 
 def format_param(key: str, value: Any) -> str:
     """``key=value`` as `cdfgnn --param` parses it back (YAML scalars)."""
     if isinstance(value, bool):
         text = "true" if value else "false"
+    elif value is None:
+        text = "null"
     elif isinstance(value, (list, tuple)):
         text = "[" + ",".join(format_param("_", v)[2:] for v in value) + "]"
     else:
         text = str(value)
     return f"{key}={text}"
+
+
+class Plugins:
+    """The registries a config names, imported on first use (tests substitute fakes)."""
+
+    @lru_cache(maxsize=None)
+    def partitioner_kind(self, name: str) -> str:
+        """'edge' or 'vertex' for a registered partitioner."""
+        from cdfgnn.partition.api import ensure_registered
+        from cdfgnn.partition.base import PARTITIONERS
+
+        ensure_registered()
+        return PARTITIONERS.get(name).kind
+
+    @lru_cache(maxsize=None)
+    def method_kind(self, name: str) -> str | None:
+        """The partition kind a registered method needs (None: either)."""
+        from cdfgnn.methods import METHODS  # imports torch: only when a config has methods
+
+        return METHODS.get(name).partition_kind
+
+    def check_method(self, name: str, params: Mapping[str, Any]) -> None:
+        """A method preset's parameters pass the method's own declaration (PARAMS)."""
+        from cdfgnn.methods import build_strategy
+
+        build_strategy(name, dict(params))
+
+    def report(self, name: str):
+        from cdfgnn.report.registry import get_report
+
+        return get_report(name)
+
+    def check_train(self, options: Mapping[str, Any]) -> None:
+        """The experiment's ``train:`` values pass TrainConfig's own checks."""
+        from cdfgnn.train.config import TrainConfig
+
+        TrainConfig(**options).validate()
 
 
 @dataclass(frozen=True)
@@ -124,62 +145,97 @@ class RunJob:
     partitioner: str | None = None
     topology: str | None = None
     method: str | None = None
-    trainer: str = "distributed"
+    trainer: str = DISTRIBUTED
 
     @property
     def path(self) -> str:
         base = f"results/runs/{self.experiment}/{self.dataset}"
-        if self.trainer == "distributed":
+        if self.trainer == DISTRIBUTED:
             return f"{base}/{self.partitioner}/{self.topology}/{self.method}/s{self.seed}.json"
         return f"{base}/{self.trainer}/s{self.seed}.json"
 
     @property
     def partition(self) -> PartitionJob | None:
-        if self.trainer != "distributed":
+        if self.trainer != DISTRIBUTED:
             return None
         return PartitionJob(self.dataset, self.partitioner, self.topology, self.seed)
 
 
-class Grid:
-    """The expanded pipeline for one (validated) config dict."""
+@dataclass(frozen=True)
+class Output:
+    """A configured figure or table: which report draws it from which inputs."""
+    name: str
+    kind: str                          # "figure" | "table"
+    report: str
+    experiments: tuple[str, ...]
+    partition_sets: tuple[str, ...]
+    filters: Mapping[str, list] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
 
-    def __init__(self, config: dict[str, Any]):
+    @property
+    def where(self) -> str:
+        return f"{self.kind}s.{self.name}"
+
+    @property
+    def paths(self) -> list[str]:
+        if self.kind == "figure":
+            return [f"figures/{self.name}.png"]
+        return [f"results/tables/{self.name}.csv", f"results/tables/{self.name}.md"]
+
+    @property
+    def group(self) -> str:
+        """Name up to the first '/' (figures) or '_' (tables): the paper it belongs to."""
+        return self.name.split("/" if self.kind == "figure" else "_", 1)[0]
+
+    @classmethod
+    def parse(cls, name: str, kind: str, entry: Mapping[str, Any]) -> "Output":
+        key = "plot" if kind == "figure" else "kind"
+        where = f"{kind}s.{name}"
+        for one, many in (("experiment", "experiments"), ("partition_set", "partition_sets")):
+            if one in entry and many in entry:
+                raise CdfgnnError(f"{where}: give '{one}' or '{many}', not both")
+        def sources(one: str, many: str) -> tuple[str, ...]:
+            return tuple(entry[many]) if many in entry else (entry[one],) if one in entry else ()
+
+        return cls(name, kind, entry[key], sources("experiment", "experiments"),
+                   sources("partition_set", "partition_sets"),
+                   {k: entry[k] for k in FILTERS if k in entry}, dict(entry.get("params") or {}))
+
+
+class Grid:
+    """The expanded pipeline for one (merged, schema-checked) config dict."""
+
+    def __init__(self, config: dict[str, Any], plugins: Plugins | None = None):
         self.config = config
+        self.plugins = plugins or Plugins()
         self.scale = str(config.get("scale", "small"))
         self.data_seed = int(config.get("data_seed", 0))
         self.partitioners: dict[str, dict] = dict(config.get("partitioners") or {})
         self.methods: dict[str, dict] = dict(config.get("methods") or {})
         self.experiments: dict[str, dict] = dict(config.get("experiments") or {})
         self.partition_sets: dict[str, dict] = dict(config.get("partition_sets") or {})
-        self.tables: dict[str, dict] = dict(config.get("tables") or {})
-        self.figures: dict[str, dict] = dict(config.get("figures") or {})
+        self.tables: dict[str, Output] = {n: Output.parse(n, "table", t)
+                                          for n, t in (config.get("tables") or {}).items()}
+        self.figures: dict[str, Output] = {n: Output.parse(n, "figure", f)
+                                           for n, f in (config.get("figures") or {}).items()}
         self.threads: dict[str, int] = {"prepare": 1, "partition": 1, "train": 1,
                                         **(config.get("threads") or {})}
+        self.extra_datasets, self.file_datasets = _parse_datasets(config.get("datasets"))
         self._check()
 
     # ----------------------------------------------------------- validation
     def _check(self) -> None:
-        """Cross-references the JSON Schema cannot express; errors name the key."""
-        for label in self.partitioners:
-            self._check_label(label, "partitioners")
-        for label in self.methods:
-            self._check_label(label, "methods")
+        """Cross-references and plug-in names the JSON Schema cannot check; errors name the key."""
+        for section, lookup in (("partitioners", self.plugins.partitioner_kind),
+                                ("methods", self.plugins.method_kind)):
+            for label, preset in getattr(self, section).items():
+                self._check_label(label, section)
+                _named(lambda: lookup(preset["name"]), f"{section}.{label}.name")
+        for label, preset in self.methods.items():
+            _named(lambda: self.plugins.check_method(preset["name"], preset.get("params") or {}),
+                   f"methods.{label}.params")
         for name, exp in self.experiments.items():
-            where = f"experiments.{name}"
-            self._check_label(name, "experiments")
-            self._refs(exp.get("partitioners", []), self.partitioners, f"{where}.partitioners", "partitioners")
-            self._refs(exp.get("methods", []), self.methods, f"{where}.methods", "methods")
-            for t in exp.get("topologies", []):
-                self._topology(t, f"{where}.topologies")
-            for tr in exp.get("single", []):
-                if tr not in SINGLE_TRAINERS:
-                    raise CdfgnnError(f"{where}.single: unknown trainer {tr!r}; valid: {', '.join(SINGLE_TRAINERS)}")
-            for key in exp.get("train", {}):
-                if key not in TRAIN_FLAGS:
-                    raise CdfgnnError(f"{where}.train: unknown option {key!r}; valid: {', '.join(sorted(TRAIN_FLAGS))}")
-            epochs = exp.get("train", {}).get("epochs", 1)
-            if epochs < 1:
-                raise CdfgnnError(f"{where}.train.epochs must be >= 1, got {epochs}")
+            self._check_experiment(name, exp)
         for name, ps in self.partition_sets.items():
             where = f"partition_sets.{name}"
             self._refs(ps.get("partitioners", []), self.partitioners, f"{where}.partitioners", "partitioners")
@@ -190,31 +246,80 @@ class Grid:
                     raise CdfgnnError(f"{where}.topologies_by_dataset: {ds!r} is not in {where}.datasets")
                 for t in tops:
                     self._topology(t, f"{where}.topologies_by_dataset.{ds}")
-        for name, tab in self.tables.items():
-            where = f"tables.{name}"
+        for name in self.tables:
             if name in BUILTIN_TABLES:
-                raise CdfgnnError(f"{where}: the name is reserved for a built-in table ({', '.join(BUILTIN_TABLES)})")
-            if tab["kind"] not in TABLE_KINDS:
-                raise CdfgnnError(f"{where}.kind: unknown table kind {tab['kind']!r}; valid: {', '.join(TABLE_KINDS)}")
-            self._refs([tab.get("partition_set")], self.partition_sets, f"{where}.partition_set", "partition_sets")
-        for name, fig in self.figures.items():
-            where = f"figures.{name}"
-            kind = fig["plot"]
-            if kind not in PLOTS:
-                raise CdfgnnError(f"{where}.plot: unknown plot {kind!r}; valid: {', '.join(PLOTS)}")
-            if PLOTS[kind] == "runs":
-                if "experiment" not in fig:
-                    raise CdfgnnError(f"{where}: plot {kind!r} needs an 'experiment'")
-                self._refs([fig["experiment"]], self.experiments, f"{where}.experiment", "experiments")
-                exp = self.experiments[fig["experiment"]]
-                for key in ("datasets", "partitioners", "topologies", "methods", "seeds", "single"):
-                    extra = [v for v in fig.get(key, []) if v not in exp.get(key, [])]
-                    if extra:
-                        raise CdfgnnError(f"{where}.{key}: {extra} not in experiments.{fig['experiment']}.{key}")
-            else:
-                if "partition_set" not in fig:
-                    raise CdfgnnError(f"{where}: plot {kind!r} needs a 'partition_set'")
-                self._refs([fig["partition_set"]], self.partition_sets, f"{where}.partition_set", "partition_sets")
+                raise CdfgnnError(f"tables.{name}: the name is reserved for a built-in table "
+                                  f"({', '.join(BUILTIN_TABLES)})")
+        for out in self.outputs():
+            self._check_output(out)
+
+    def _check_experiment(self, name: str, exp: dict) -> None:
+        where = f"experiments.{name}"
+        self._check_label(name, "experiments")
+        self._refs(exp.get("partitioners", []), self.partitioners, f"{where}.partitioners", "partitioners")
+        self._refs(exp.get("methods", []), self.methods, f"{where}.methods", "methods")
+        for t in exp.get("topologies", []):
+            self._topology(t, f"{where}.topologies")
+        for tr in exp.get("single", []):
+            if tr not in ONE_PROCESS_TRAINERS:
+                raise CdfgnnError(f"{where}.single: unknown trainer {tr!r}; "
+                                  f"valid: {', '.join(ONE_PROCESS_TRAINERS)}")
+        train = exp.get("train") or {}
+        for key in train:
+            if key not in TRAIN_FLAGS:
+                raise CdfgnnError(f"{where}.train: unknown option {key!r}; "
+                                  f"valid: {', '.join(sorted(TRAIN_FLAGS))}")
+        _named(lambda: self.plugins.check_train(train), f"{where}.train")
+        parts = exp.get("partitioners", [])
+        for m in exp.get("methods", []):
+            if not parts:
+                raise CdfgnnError(f"{where}.methods: method {m!r} has no partitioner to run on "
+                                  f"({where}.partitioners is empty)")
+            if not any(self.compatible(p, m) for p in parts):
+                need = self.plugins.method_kind(self.methods[m]["name"])
+                kinds = sorted({self.plugins.partitioner_kind(self.partitioners[p]["name"])
+                                for p in parts})
+                raise CdfgnnError(f"{where}.methods: method {m!r} needs a {need}-cut partitioner, "
+                                  f"but {where}.partitioners {parts} are all {'/'.join(kinds)}-cut")
+
+    def _check_output(self, out: Output) -> None:
+        where = out.where
+        spec = _named(lambda: self.plugins.report(out.report),
+                      f"{where}.{'plot' if out.kind == 'figure' else 'kind'}")
+        if spec.kind != out.kind:
+            raise CdfgnnError(f"{where}: report {out.report!r} draws a {spec.kind}, not a {out.kind}"
+                              f" (put it under '{spec.kind}s')")
+        self._refs(out.experiments, self.experiments, f"{where}.experiment", "experiments")
+        self._refs(out.partition_sets, self.partition_sets, f"{where}.partition_set", "partition_sets")
+        from cdfgnn.report.registry import check_inputs
+
+        _named(lambda: check_inputs(spec, {"runs": bool(out.experiments),
+                                           "partitions": bool(out.partition_sets)},
+                                    lambda s: {"runs": "'experiment(s)'",
+                                               "partitions": "'partition_set(s)'"}[s]), where)
+        for key, values in out.filters.items():
+            if key in RUN_FILTERS and not out.experiments:
+                raise CdfgnnError(f"{where}.{key}: filters runs, but the {out.kind} shows no experiment")
+            known = self._source_values(out, key)
+            extra = [v for v in values if v not in known]
+            if extra:
+                raise CdfgnnError(f"{where}.{key}: {extra} not in the {key} of its "
+                                  f"experiment(s)/partition set(s): {known}")
+        spec.resolve_params(out.params, f"{where}.params")
+
+    def _source_values(self, out: Output, key: str) -> list:
+        values = [v for e in out.experiments for v in self.experiments[e].get(key, [])]
+        for name in out.partition_sets:
+            ps = self.partition_sets[name]
+            values += ps.get(key, [0] if key == "seeds" else [])
+            if key == "topologies":
+                values += [t for tops in (ps.get("topologies_by_dataset") or {}).values() for t in tops]
+        return _unique(values)
+
+    def compatible(self, partitioner: str, method: str) -> bool:
+        """Whether preset ``method`` can run on partitions of preset ``partitioner``."""
+        need = self.plugins.method_kind(self.methods[method]["name"])
+        return need is None or need == self.plugins.partitioner_kind(self.partitioners[partitioner]["name"])
 
     @staticmethod
     def _check_label(label: str, section: str) -> None:
@@ -236,7 +341,7 @@ class Grid:
         return Topology.parse(label)
 
     # -------------------------------------------------------------- expansion
-    def experiment_runs(self, name: str, selection: dict | None = None) -> list[RunJob]:
+    def experiment_runs(self, name: str, selection: Mapping[str, list] | None = None) -> list[RunJob]:
         """Runs of experiment ``name``, optionally restricted by a figure's filters."""
         exp = self.experiments[name]
         sel = selection or {}
@@ -246,7 +351,8 @@ class Grid:
 
         runs = [RunJob(name, d, int(s), p, t, m)
                 for d, p, t, m, s in product(pick("datasets"), pick("partitioners"),
-                                             pick("topologies"), pick("methods"), pick("seeds"))]
+                                             pick("topologies"), pick("methods"), pick("seeds"))
+                if self.compatible(p, m)]
         runs += [RunJob(name, d, int(s), trainer=tr)
                  for d, tr, s in product(pick("datasets"), pick("single"), pick("seeds"))]
         return runs
@@ -254,13 +360,20 @@ class Grid:
     def all_runs(self) -> list[RunJob]:
         return [r for name in self.experiments for r in self.experiment_runs(name)]
 
-    def partition_set_jobs(self, name: str) -> list[PartitionJob]:
+    def partition_set_jobs(self, name: str, selection: Mapping[str, list] | None = None,
+                           ) -> list[PartitionJob]:
         ps = self.partition_sets[name]
+        sel = selection or {}
+
+        def keep(key, values):
+            return [v for v in values if key not in sel or v in sel[key]]
+
         by_ds = ps.get("topologies_by_dataset") or {}
         jobs = []
-        for d in ps.get("datasets", []):
-            for p, t, s in product(ps.get("partitioners", []), by_ds.get(d, ps.get("topologies", [])),
-                                   ps.get("seeds", [0])):
+        for d in keep("datasets", ps.get("datasets", [])):
+            for p, t, s in product(keep("partitioners", ps.get("partitioners", [])),
+                                   keep("topologies", by_ds.get(d, ps.get("topologies", []))),
+                                   keep("seeds", ps.get("seeds", [0]))):
                 jobs.append(PartitionJob(d, p, t, int(s)))
         return jobs
 
@@ -270,12 +383,32 @@ class Grid:
         return _unique(jobs)
 
     def datasets(self) -> list[str]:
-        names = list(self.config.get("datasets") or [])
+        names = list(self.extra_datasets)
         for exp in self.experiments.values():
             names += exp.get("datasets", [])
         for ps in self.partition_sets.values():
             names += ps.get("datasets", [])
         return _unique(names)
+
+    def outputs(self) -> list[Output]:
+        """Every configured table and figure."""
+        return [*self.tables.values(), *self.figures.values()]
+
+    def groups(self, reserved: Iterable[str] = ()) -> dict[str, list[str]]:
+        """Group name -> the files of its tables and figures (one target rule each).
+
+        ``reserved`` are names already taken (the Snakefile's rules); a group may not
+        shadow one, since ``snakemake NAME`` must mean one thing.
+        """
+        reserved = set(reserved)
+        out: dict[str, list[str]] = {}
+        for o in self.outputs():
+            if o.group in reserved:
+                raise CdfgnnError(f"{o.where}: its group {o.group!r} (the name up to the first "
+                                  f"{'/' if o.kind == 'figure' else '_'}) is the name of a "
+                                  f"pipeline rule; rename the {o.kind}")
+            out.setdefault(o.group, []).extend(o.paths)
+        return out
 
     # ---------------------------------------------------------------- paths
     @staticmethod
@@ -291,39 +424,71 @@ class Grid:
         paths = [f"results/tables/{t}.csv" for t in BUILTIN_TABLES
                  if {"datasets": self.datasets(), "partitions": self.all_partitions(),
                      "runs": self.all_runs(), "epochs": self.all_runs()}[t]]
-        for name in self.tables:
-            paths += [f"results/tables/{name}.csv", f"results/tables/{name}.md"]
-        return paths
+        return paths + [p for t in self.tables.values() for p in t.paths]
 
     def figure_paths(self) -> list[str]:
-        return [f"figures/{name}.png" for name in self.figures]
+        return [p for f in self.figures.values() for p in f.paths]
 
     def all_targets(self) -> list[str]:
         return (self.table_paths() + self.figure_paths()
                 + [self.dataset_path(d) for d in self.datasets()])
 
     # ------------------------------------------------------ per-rule inputs
+    def output(self, kind: str, name: str) -> Output:
+        return (self.figures if kind == "figure" else self.tables)[name]
+
+    def output_runs(self, out: Output) -> list[RunJob]:
+        return [r for e in out.experiments for r in self.experiment_runs(e, out.filters)]
+
+    def output_partitions(self, out: Output) -> list[PartitionJob]:
+        return _unique([j for s in out.partition_sets
+                        for j in self.partition_set_jobs(s, out.filters)])
+
+    def report_inputs(self, kind: str, name: str) -> list[str]:
+        """Files a figure or table reads: its run records, then its partition statistics."""
+        out = self.output(kind, name)
+        return ([r.path for r in self.output_runs(out)]
+                + [j.stats_path for j in self.output_partitions(out)])
+
+    def report_args(self, kind: str, name: str) -> str:
+        """`cdfgnn report` arguments of a figure or table, apart from the output files."""
+        out = self.output(kind, name)
+        args = [out.report]
+        runs = [r.path for r in self.output_runs(out)]
+        parts = [j.stats_path for j in self.output_partitions(out)]
+        if runs:
+            args += ["--runs", *runs]
+        if parts:
+            args += ["--partitions", *parts]
+        for k, v in out.params.items():
+            args += ["--param", format_param(k, v)]
+        return shlex.join(args)
+
     def figure_inputs(self, figure: str) -> list[str]:
-        fig = self.figures[figure]
-        if PLOTS[fig["plot"]] == "runs":
-            return [r.path for r in self.experiment_runs(fig["experiment"], fig)]
-        return [j.stats_path for j in self.partition_set_jobs(fig["partition_set"])]
+        return self.report_inputs("figure", figure)
 
     def table_inputs(self, table: str) -> list[str]:
-        tab = self.tables[table]
-        return [j.stats_path for j in self.partition_set_jobs(tab["partition_set"])]
-
-    def figure_plot(self, figure: str) -> str:
-        return self.figures[figure]["plot"]
-
-    def figure_source(self, figure: str) -> str:
-        """``runs`` or ``partitions``: the `cdfgnn plot` flag the inputs go to."""
-        return PLOTS[self.figures[figure]["plot"]]
-
-    def table_kind(self, table: str) -> str:
-        return self.tables[table]["kind"]
+        return self.report_inputs("table", table)
 
     # ------------------------------------------------------- CLI arguments
+    def prepare_args(self, dataset: str) -> str:
+        """`cdfgnn prepare` flags besides the name and outputs: a twin's scale and seed,
+        or a file dataset's files and format."""
+        spec = self.file_datasets.get(dataset)
+        if spec is None:
+            return shlex.join(["--scale", self.scale, "--seed", str(self.data_seed)])
+        args: list[str] = []
+        for key, flag in FILE_DATASET_FLAGS.items():
+            if key in spec:
+                args += [flag, str(spec[key])]
+        return shlex.join(args)
+
+    def dataset_files(self, dataset: str) -> list[str]:
+        """Input files of a dataset imported from files (none for named datasets), so a
+        changed file re-runs `cdfgnn prepare` and everything after it."""
+        spec = self.file_datasets.get(dataset) or {}
+        return [str(spec[k]) for k in ("from", "features", "labels") if k in spec]
+
     def partition_args(self, partitioner: str, topology: str) -> str:
         """`cdfgnn partition` flags for a partitioner preset on a topology label."""
         preset = self.partitioners[partitioner]
@@ -335,12 +500,12 @@ class Grid:
         return shlex.join(args)
 
     def train_args(self, experiment: str, topology: str | None = None,
-                   method: str | None = None, trainer: str = "distributed") -> str:
+                   method: str | None = None, trainer: str = DISTRIBUTED) -> str:
         """`cdfgnn train` flags for one run, apart from the files and the seed."""
         exp = self.experiments[experiment]
         # the Graph file is given by the rule; the data seed is recorded for provenance
         args: list[str] = ["--trainer", trainer, "--data-seed", str(self.data_seed)]
-        if trainer == "distributed":
+        if trainer == DISTRIBUTED:
             preset = self.methods[method]
             topo = Topology.parse(topology)
             args += ["--method", preset["name"], "--workers", str(topo.num_parts),
@@ -372,10 +537,41 @@ class Grid:
             "experiment": alternation(self.experiments),
             "topology": r"h[0-9]+x[0-9]+",
             "seed": r"[0-9]+",
-            "trainer": alternation(SINGLE_TRAINERS),
+            "trainer": alternation(ONE_PROCESS_TRAINERS),
             "table": alternation(self.tables),
             "figure": alternation(self.figures),
         }
+
+
+def _parse_datasets(entry: Any) -> tuple[list[str], dict[str, dict]]:
+    """Top-level ``datasets``: names, and the specs of those imported from files.
+
+    Accepts a list of names and one-key mappings ``{name: {from, format, ...}}``, or
+    one mapping ``name -> spec`` (null for a named dataset).
+    """
+    items: list[tuple[str, dict | None]] = []
+    if isinstance(entry, dict):
+        items = list(entry.items())
+    for item in entry if isinstance(entry, list) else []:
+        items += list(item.items()) if isinstance(item, dict) else [(item, None)]
+    names: list[str] = []
+    files: dict[str, dict] = {}
+    for name, spec in items:
+        names.append(name)
+        if spec is None:
+            continue
+        if name in files and files[name] != spec:
+            raise CdfgnnError(f"datasets.{name}: defined twice, as {files[name]} and {spec}")
+        files[name] = dict(spec)
+    return _unique(names), files
+
+
+def _named(check, where: str):
+    """Run ``check()``; a CdfgnnError it raises is prefixed with the config key."""
+    try:
+        return check()
+    except CdfgnnError as exc:
+        raise CdfgnnError(f"{where}: {exc}") from None
 
 
 def _unique(items: list) -> list:

@@ -12,43 +12,41 @@
   measured epoch time is drawn as a horizontal reference when present.
 
 Inputs are the tidy tables of :mod:`cdfgnn.report.aggregate`; figures are written
-atomically as PNG.
+atomically as PNG (+ PDF). Both are registered reports (:mod:`cdfgnn.report.registry`).
 """
 from __future__ import annotations
 
-import io
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from cdfgnn.errors import CdfgnnError  # noqa: E402
-from cdfgnn.fileio import atomic_write_bytes  # noqa: E402
-from cdfgnn.report.aggregate import mean_std  # noqa: E402
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.report.aggregate import mean_std
+from cdfgnn.report.registry import report
+from cdfgnn.report.render import new_figure, save_figure
 
 
-def save_figure(fig, path: str) -> None:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+@report("accuracy-vs-epoch", kind="figure", reads=("runs",))
+def accuracy_vs_epoch(inputs, params, out, md_out) -> None:
+    """Test metric per epoch: the one-process oracle against each distributed configuration."""
+    plot_accuracy_vs_epoch(inputs.epochs, out)
 
 
-def _title(df: pd.DataFrame, dataset: str) -> str:
+@report("epoch-time-vs-workers", kind="figure", reads=("runs",))
+def epoch_time_vs_workers(inputs, params, out, md_out) -> None:
+    """Measured and modelled epoch time against the number of workers P."""
+    plot_epoch_time_vs_workers(inputs.runs, out)
+
+
+def _title(df, dataset: str) -> str:
     sub = df[df["dataset"] == dataset]
     models = sorted({f"{m} {l}L h{h}" for m, l, h in zip(sub["model"], sub["layers"], sub["hidden"])})
     return f"{dataset} ({', '.join(models)})"
 
 
-def plot_accuracy_vs_epoch(epochs: pd.DataFrame, path: str) -> None:
+def plot_accuracy_vs_epoch(epochs, path: str) -> None:
     """Test metric per epoch: oracle (dashed, black) vs each distributed configuration."""
     if epochs.empty or "test" not in epochs:
         raise CdfgnnError("accuracy-vs-epoch: the run records have no epoch rows with 'test'")
     epochs = epochs[epochs["test"].notna()]
     datasets = sorted(epochs["dataset"].unique())
-    fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.2), squeeze=False)
+    fig, axes = new_figure(1, len(datasets), figsize=(6 * len(datasets), 4.2))
     for ax, ds in zip(axes[0], datasets):
         sub = epochs[epochs["dataset"] == ds]
         groups = sub.groupby(["trainer", "method", "partitioner", "workers", "topology"], sort=True)
@@ -80,7 +78,7 @@ def plot_accuracy_vs_epoch(epochs: pd.DataFrame, path: str) -> None:
     save_figure(fig, path)
 
 
-def plot_epoch_time_vs_workers(runs: pd.DataFrame, path: str) -> None:
+def plot_epoch_time_vs_workers(runs, path: str) -> None:
     """Measured (solid) and modelled (dashed) epoch time against P, per dataset/method."""
     need = {"epoch_time_s", "modelled_epoch_time_s"}
     if runs.empty or not need <= set(runs.columns):
@@ -89,7 +87,7 @@ def plot_epoch_time_vs_workers(runs: pd.DataFrame, path: str) -> None:
     if dist.empty:
         raise CdfgnnError("epoch-time-vs-workers: no distributed runs among the inputs")
     datasets = sorted(dist["dataset"].unique())
-    fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.2), squeeze=False)
+    fig, axes = new_figure(1, len(datasets), figsize=(6 * len(datasets), 4.2))
     for ax, ds in zip(axes[0], datasets):
         sub = dist[dist["dataset"] == ds]
         for i, ((method, part), g) in enumerate(sub.groupby(["method", "partitioner"], sort=True)):

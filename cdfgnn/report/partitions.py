@@ -16,6 +16,10 @@ partitioner x topology x seed). Outputs:
   paper numbers (:data:`PAPER_TABLE3`) beside the measured ones and ends with the
   paper's claim and the measured figure.
 * :func:`plot_rf_vs_parts` — RF and edge imbalance against the number of parts.
+
+Registered reports (:mod:`cdfgnn.report.registry`): ``table3`` (parameter
+``min_gpus_per_host``, default 2) and ``rf-vs-parts`` (parameter ``dataset``:
+keep one dataset; default all).
 """
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ import pandas as pd
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.fileio import atomic_write_text
+from cdfgnn.report.registry import report
+from cdfgnn.report.render import format_cell, markdown_table, new_figure, save_figure
 
 # CDFGNN Table 2 peer-to-peer bandwidths (GB/s): PCIe inside a host, InfiniBand across.
 INTRA_GBPS = 22.70
@@ -243,31 +249,22 @@ def side_by_side(measured: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- markdown
-def _fmt(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    if isinstance(x, (float, np.floating)):
-        if float(x).is_integer() and abs(x) >= 1000:
-            return f"{int(x)}"
-        return f"{x:.{digits}f}"
-    return str(x)
+def _pct(val: Any) -> str:
+    return format_cell(val) if val is None or (isinstance(val, float) and math.isnan(val)) \
+        else f"{val:+.2f}%"
+
+
+def _count(val: Any) -> str:
+    """Inner / Outer: whole counts, one decimal when averaged over seeds."""
+    if isinstance(val, (float, np.floating)) and not math.isnan(val):
+        return f"{val:.0f}" if float(val).is_integer() else f"{val:.1f}"
+    return format_cell(val)
 
 
 def _md(df: pd.DataFrame, headers: Sequence[str] | None = None, digits: int = 4,
         pct: Sequence[str] = ()) -> list[str]:
-    headers = list(headers or df.columns)
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    for rec in df.itertuples(index=False):
-        cells = []
-        for col, val in zip(df.columns, rec):
-            if col in pct and not (val is None or (isinstance(val, float) and math.isnan(val))):
-                cells.append(f"{val:+.2f}%")
-            elif isinstance(val, (float, np.floating)) and col in ("inner", "outer"):
-                cells.append(f"{val:.0f}" if float(val).is_integer() else f"{val:.1f}")
-            else:
-                cells.append(_fmt(val, digits))
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    formats = {"inner": _count, "outer": _count, **{c: _pct for c in pct}}
+    return markdown_table(df, headers, digits, formats)
 
 
 def _derived_md(derived: pd.DataFrame) -> list[str]:
@@ -341,8 +338,6 @@ def plot_rf_vs_parts(rows: Iterable[dict[str, Any]], png_path: str | os.PathLike
     ``png_path`` and the same name with ``.pdf``, each via a temporary file and
     :func:`os.replace`. Returns both paths.
     """
-    from matplotlib.figure import Figure  # no pyplot: no global backend state
-
     recs = [{"dataset": str(r["dataset"]),
              "partitioner": partitioner_label(r["method"], r.get("params")),
              "P": int(r["num_parts"]), "rf": float(r["rf"]),
@@ -358,8 +353,8 @@ def plot_rf_vs_parts(rows: Iterable[dict[str, Any]], png_path: str | os.PathLike
     markers = ["o", "s", "^", "v", "D", "P", "X", "*", "h", "<", ">"]
 
     # one row of (RF, imbalance) panels per dataset, one shared legend on the right
-    fig = Figure(figsize=(10, 2.6 * len(datasets) + 0.6), layout="constrained")
-    axes = fig.subplots(len(datasets), 2, squeeze=False)
+    fig, axes = new_figure(len(datasets), 2, figsize=(10, 2.6 * len(datasets) + 0.6),
+                           layout="constrained")
     ps = sorted(df["P"].unique())
     for row, ds in zip(axes, datasets):
         for k, lab in enumerate(labels):
@@ -387,15 +382,18 @@ def plot_rf_vs_parts(rows: Iterable[dict[str, Any]], png_path: str | os.PathLike
     fig.legend([legend[n] for n in names], names, loc="outside right upper", fontsize=8)
     fig.suptitle("Partition quality vs number of parts")
 
-    png = Path(png_path)
-    pdf = png.with_suffix(".pdf")
-    png.parent.mkdir(parents=True, exist_ok=True)
-    for path, fmt in ((png, "png"), (pdf, "pdf")):
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        try:
-            fig.savefig(tmp, format=fmt, dpi=150)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-    return [png, pdf]
+    return save_figure(fig, png_path)
+
+
+# ----------------------------------------------------------------- reports
+@report("table3", kind="table", reads=("partitions",), params={"min_gpus_per_host": 2})
+def table3_report(inputs, params, out, md_out) -> None:
+    """CDFGNN Table 3 analogue (Inner/Outer, RF, imbalance) beside the paper's numbers."""
+    write_table3(table3(inputs.partition_rows), out, md_out,
+                 min_gpus_per_host=int(params["min_gpus_per_host"]))
+
+
+@report("rf-vs-parts", kind="figure", reads=("partitions",), params={"dataset": None})
+def rf_vs_parts_report(inputs, params, out, md_out) -> None:
+    """RF and edge imbalance against the number of parts P, one line per partitioner."""
+    plot_rf_vs_parts(inputs.partition_rows, out, dataset=params["dataset"])

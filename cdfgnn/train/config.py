@@ -1,50 +1,104 @@
-"""TrainConfig: everything that defines one training run (it is copied into the RunRecord)."""
+"""TrainConfig: everything that defines one training run (it is copied into the RunRecord).
+
+TrainConfig is also the one list of training options. Each field carries its help
+text, its `cdfgnn train` argument group and, where it differs from the field name,
+its flag in ``metadata``; the argparse type and arity follow from the annotation
+(``int`` -> ``type=int``; ``list[int]`` -> ``nargs="+"``; ``dict`` -> repeatable
+``KEY=VALUE``). :func:`train_options` turns the fields into :class:`TrainOption`
+rows, from which ``cdfgnn train`` builds its flags (cdfgnn/cli.py) and the
+pipeline its allowed experiment ``train:`` keys (``grid=True`` fields,
+cdfgnn/experiments/grid.py). Adding a training option is one field here.
+"""
 from __future__ import annotations
 
+import typing
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from typing import Any
 
 from cdfgnn.errors import CdfgnnError
+
+DISTRIBUTED = "distributed"
+#: One-process trainers (no partition, no SyncStrategy): the full-graph oracle and the
+#: mini-batch sampling reference. The pipeline's ``single:`` lists take these names.
+ONE_PROCESS_TRAINERS: tuple[str, ...] = ("full-graph", "minibatch")
+TRAINERS: tuple[str, ...] = (DISTRIBUTED, *ONE_PROCESS_TRAINERS)
+
+
+def option(help: str, group: str, *, flag: str | None = None, metavar: str | None = None,
+           grid: bool = False) -> dict[str, Any]:
+    """Field metadata of a training option.
+
+    ``flag`` defaults to ``--`` + the field name with ``_`` -> ``-``; ``grid`` marks
+    the options a pipeline experiment may set in its ``train:`` block (the others
+    come from the rule: files, names, topology, seed).
+    """
+    return {"help": help, "group": group, "flag": flag, "metavar": metavar, "grid": grid}
 
 
 @dataclass
 class TrainConfig:
     # data: either a dataset name (+ scale for synthetic twins) or a Graph file
-    dataset: str | None = "synth-arxiv"
-    scale: str = "tiny"
-    graph: str | None = None              # path to a Graph file; overrides dataset
-    data_root: str = "results/data"
-    data_seed: int = 0                    # seed of a synthetic twin's generator
+    dataset: str | None = field(default="synth-arxiv", metadata=option(
+        "dataset name (loaded or generated)", "data"))
+    scale: str = field(default="tiny", metadata=option("twin size for --dataset", "data"))
+    graph: str | None = field(default=None, metadata=option(
+        "Graph file (overrides --dataset for the data; the name is kept)", "data"))
+    data_root: str = field(default="results/data", metadata=option(
+        "folder for real datasets", "data"))
+    data_seed: int = field(default=0, metadata=option("seed of a synthetic twin", "data"))
     # partition: a partitioner name, or a Partitioning file made by `cdfgnn partition`
-    partitioner: str = "metis"
-    partition_file: str | None = None
-    partition_params: dict[str, Any] = field(default_factory=dict)
-    workers: int = 2
-    hosts: int = 1
-    # trainer: "distributed" (P workers, a SyncStrategy), "full-graph" (the one-process
-    # oracle) or "minibatch" (one-process neighbour sampling reference)
-    trainer: str = "distributed"
-    fanouts: list[int] = field(default_factory=lambda: [10, 10])
-    batch_size: int = 1024
+    partitioner: str = field(default="metis", metadata=option(
+        "partitioner name (partitioned on the fly)", "partition"))
+    partition_file: str | None = field(default=None, metadata=option(
+        "Partitioning file from `cdfgnn partition`", "partition", flag="--partition"))
+    partition_params: dict[str, Any] = field(default_factory=dict, metadata=option(
+        "partitioner parameter (repeatable)", "partition", flag="--partition-param",
+        metavar="KEY=VALUE"))
+    workers: int = field(default=2, metadata=option("workers P", "partition"))
+    hosts: int = field(default=1, metadata=option("hosts H", "partition"))
+    # trainer: "distributed" (P workers, a SyncStrategy) or a one-process trainer
+    trainer: str = field(default=DISTRIBUTED, metadata=option(" | ".join(TRAINERS),
+                                                              "technique and model"))
+    fanouts: list[int] = field(default_factory=lambda: [10, 10], metadata=option(
+        "minibatch trainer: fan-out per layer", "technique and model", grid=True))
+    batch_size: int = field(default=1024, metadata=option(
+        "minibatch trainer: seed vertices per batch", "technique and model", grid=True))
     # technique and model
-    method: str = "exact"
-    method_params: dict[str, Any] = field(default_factory=dict)
-    model: str = "gcn"
-    layers: int = 2
-    hidden: int = 64
-    dropout: float = 0.0
-    lr: float = 0.01
-    weight_decay: float = 0.0
-    epochs: int = 50
-    seed: int = 0
+    method: str = field(default="exact", metadata=option(
+        "sync technique, e.g. exact", "technique and model"))
+    method_params: dict[str, Any] = field(default_factory=dict, metadata=option(
+        "method parameter (repeatable)", "technique and model", flag="--method-param",
+        metavar="KEY=VALUE"))
+    model: str = field(default="gcn", metadata=option("gcn | sage | ...", "technique and model",
+                                                      grid=True))
+    layers: int = field(default=2, metadata=option("GNN layers", "technique and model", grid=True))
+    hidden: int = field(default=64, metadata=option("hidden width", "technique and model",
+                                                    grid=True))
+    dropout: float = field(default=0.0, metadata=option("dropout rate in [0, 1)",
+                                                        "technique and model", grid=True))
+    lr: float = field(default=0.01, metadata=option("Adam learning rate", "technique and model",
+                                                    grid=True))
+    weight_decay: float = field(default=0.0, metadata=option(
+        "Adam weight decay", "technique and model", grid=True))
+    epochs: int = field(default=50, metadata=option("training epochs", "technique and model",
+                                                    grid=True))
+    seed: int = field(default=0, metadata=option(
+        "run seed (partitioner, init, sampling, noise)", "technique and model"))
     # execution
-    backend: str = "thread"               # thread | process
-    device: str = "cpu"                   # cpu | cuda (process backend: nccl)
-    warmup: int = 5                       # epochs excluded from timing averages
-    eval_every: int = 1
-    timeout_s: float = 300.0              # a dead or stuck rank stops the run after this
-    network: str = "cdfgnn-table2"        # NetworkModel link profile
-    out: str | None = None
+    backend: str = field(default="thread", metadata=option("thread | process", "execution",
+                                                           grid=True))
+    device: str = field(default="cpu", metadata=option(
+        "cpu | cuda (process backend: nccl)", "execution", grid=True))
+    warmup: int = field(default=5, metadata=option("epochs excluded from timing", "execution",
+                                                   grid=True))
+    eval_every: int = field(default=1, metadata=option("evaluate every N epochs", "execution",
+                                                       grid=True))
+    timeout_s: float = field(default=300.0, metadata=option(
+        "seconds before a stuck rank stops the run", "execution", flag="--timeout", grid=True))
+    network: str = field(default="cdfgnn-table2", metadata=option(
+        "NetworkModel link profile", "execution", grid=True))
+    out: str | None = field(default=None, metadata=option("RunRecord JSON to write", "execution"))
 
     def validate(self) -> None:
         if self.dataset is None and self.graph is None:
@@ -64,8 +118,8 @@ class TrainConfig:
             raise CdfgnnError(f"--dropout must be in [0, 1), got {self.dropout}")
         if self.backend not in ("thread", "process"):
             raise CdfgnnError(f"unknown backend {self.backend!r}; valid: process, thread")
-        if self.trainer not in ("distributed", "full-graph", "minibatch"):
-            raise CdfgnnError(f"unknown trainer {self.trainer!r}; valid: distributed, full-graph, minibatch")
+        if self.trainer not in TRAINERS:
+            raise CdfgnnError(f"unknown trainer {self.trainer!r}; valid: {', '.join(TRAINERS)}")
         if self.eval_every < 1:
             raise CdfgnnError(f"--eval-every must be >= 1, got {self.eval_every}")
         if self.batch_size < 1:
@@ -92,3 +146,56 @@ class TrainConfig:
         if unknown:
             raise CdfgnnError(f"unknown training option(s) {unknown}; valid: {sorted(known)}")
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class TrainOption:
+    """One TrainConfig field as a command-line flag (and maybe a pipeline ``train:`` key).
+
+    ``shape`` is ``"scalar"`` (one value of ``type``), ``"list"`` (``nargs="+"`` of
+    ``type``) or ``"params"`` (repeatable ``KEY=VALUE`` -> dict).
+    """
+    name: str
+    flag: str
+    group: str
+    help: str
+    type: type
+    shape: str
+    metavar: str | None
+    grid: bool
+
+
+@lru_cache(maxsize=None)
+def train_options() -> tuple[TrainOption, ...]:
+    """Every TrainConfig field as a :class:`TrainOption`, in field order."""
+    hints = typing.get_type_hints(TrainConfig)
+    out = []
+    for f in fields(TrainConfig):
+        meta = f.metadata
+        if "help" not in meta:
+            raise TypeError(f"TrainConfig.{f.name} has no option(...) metadata")
+        base, shape = _shape(hints[f.name], f.name)
+        out.append(TrainOption(name=f.name, flag=meta["flag"] or "--" + f.name.replace("_", "-"),
+                               group=meta["group"], help=meta["help"], type=base, shape=shape,
+                               metavar=meta["metavar"], grid=meta["grid"]))
+    return tuple(out)
+
+
+def grid_options() -> dict[str, TrainOption]:
+    """The options a pipeline experiment may set in ``train:``, by field name."""
+    return {o.name: o for o in train_options() if o.grid}
+
+
+def _shape(hint: Any, name: str) -> tuple[type, str]:
+    """(element type, shape) of an annotation: int, str | None, list[int], dict[str, Any]."""
+    origin = typing.get_origin(hint)
+    if origin in (list, tuple):
+        return typing.get_args(hint)[0], "list"
+    if origin is dict:
+        return str, "params"
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if args:  # Optional[X] / X | None
+        return _shape(args[0], name)
+    if hint in (int, float, str, bool):
+        return hint, "scalar"
+    raise TypeError(f"TrainConfig.{name}: cannot map annotation {hint!r} to a flag")

@@ -1,13 +1,16 @@
 # Datasets: one Graph file and one statistics row per dataset, then the Table 1 analogue.
 
 
+# A twin or real dataset is named; a dataset imported from files (a mapping entry
+# in the config's `datasets`) has its files as inputs, so a changed file rebuilds.
 rule prepare:
+    input:
+        lambda wc: grid.dataset_files(wc.dataset),
     output:
         graph="results/data/{dataset}.npz",
         stats="results/data/{dataset}.stats.json",
     params:
-        scale=grid.scale,
-        seed=grid.data_seed,
+        args=lambda wc: grid.prepare_args(wc.dataset),
     threads: grid.threads["prepare"]
     log:
         "results/logs/prepare/{dataset}.log",
@@ -16,7 +19,7 @@ rule prepare:
     conda:
         "../../environment.yml"
     shell:
-        "cdfgnn prepare --dataset {wildcards.dataset} --scale {params.scale} --seed {params.seed}"
+        "cdfgnn prepare --dataset {wildcards.dataset} {params.args}"
         " --out {output.graph} --stats-out {output.stats} > {log} 2>&1"
 
 

@@ -3,7 +3,7 @@
 # which carries the registered algorithm and its parameters (e.g. ebv-g0.1).
 
 
-rule partition:
+rule partition_graph:
     input:
         graph="results/data/{dataset}.npz",
     output:

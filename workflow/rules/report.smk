@@ -19,15 +19,16 @@ rule runs_tables:
         "cdfgnn aggregate --runs {input} --out {output.runs} --epochs-out {output.epochs} > {log} 2>&1"
 
 
-# Configured tables over partition sets (e.g. cdfgnn_table3_partitions: CDFGNN Table 3).
-rule partition_set_table:
+# Configured tables: results/tables/<name>.csv + .md, drawn by the table report named
+# in `kind` (cdfgnn/report/registry.py) from its experiments and/or partition sets.
+rule table:
     input:
-        lambda wc: grid.table_inputs(wc.table),
+        lambda wc: grid.report_inputs("table", wc.table),
     output:
         csv="results/tables/{table}.csv",
         md="results/tables/{table}.md",
     params:
-        kind=lambda wc: grid.table_kind(wc.table),
+        args=lambda wc: grid.report_args("table", wc.table),
     threads: 1
     log:
         "results/logs/tables/{table}.log",
@@ -36,20 +37,18 @@ rule partition_set_table:
     conda:
         "../../environment.yml"
     shell:
-        "cdfgnn aggregate --partitions {input} --format {params.kind}"
-        " --out {output.csv} --md-out {output.md} > {log} 2>&1"
+        "cdfgnn report {params.args} --out {output.csv} --md-out {output.md} > {log} 2>&1"
 
 
-# Configured figures: figures/<paper>/<name>.png; the `plot` entry picks the drawing,
-# the experiment (runs) or partition set (partition statistics) the inputs.
+# Configured figures: figures/<group>/<name>.png, drawn by the figure report named in
+# `plot` from its experiments (run records) and/or partition sets (statistics).
 rule figure:
     input:
-        lambda wc: grid.figure_inputs(wc.figure),
+        lambda wc: grid.report_inputs("figure", wc.figure),
     output:
         "figures/{figure}.png",
     params:
-        plot=lambda wc: grid.figure_plot(wc.figure),
-        source=lambda wc: grid.figure_source(wc.figure),
+        args=lambda wc: grid.report_args("figure", wc.figure),
     threads: 1
     log:
         "results/logs/figures/{figure}.log",
@@ -58,4 +57,4 @@ rule figure:
     conda:
         "../../environment.yml"
     shell:
-        "cdfgnn plot {params.plot} --{params.source} {input} --out {output} > {log} 2>&1"
+        "cdfgnn report {params.args} --out {output} > {log} 2>&1"
