@@ -271,11 +271,23 @@ def add_train_flags(parser: argparse.ArgumentParser) -> None:
         kw: dict[str, Any] = {"dest": opt.name, "help": opt.help, "metavar": metavar}
         if opt.shape == "params":
             kw["action"] = "append"
+        elif opt.type is bool:  # `--flag`, `--flag true`, `--flag false`
+            kw.update(type=parse_bool, nargs="?", const=True, metavar="BOOL")
         else:
             kw["type"] = opt.type
             if opt.shape == "list":
                 kw["nargs"] = "+"
         group.add_argument(opt.flag, **kw)
+
+
+def parse_bool(text: str) -> bool:
+    """true/false (also yes/no, 1/0, any case) as argparse's type for boolean options."""
+    value = str(text).strip().lower()
+    if value in ("true", "yes", "1", "on"):
+        return True
+    if value in ("false", "no", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:

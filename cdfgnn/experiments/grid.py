@@ -518,6 +518,8 @@ class Grid:
             flag = TRAIN_FLAGS[key]
             if isinstance(value, list):
                 args += [flag, *map(str, value)]
+            elif isinstance(value, bool):
+                args += [flag, "true" if value else "false"]
             else:
                 args += [flag, str(value)]
         return shlex.join(args)

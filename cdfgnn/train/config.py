@@ -98,6 +98,9 @@ class TrainConfig:
         "seconds before a stuck rank stops the run", "execution", flag="--timeout", grid=True))
     network: str = field(default="cdfgnn-table2", metadata=option(
         "NetworkModel link profile", "execution", grid=True))
+    memory_budget: str | None = field(default=None, metadata=option(
+        "refuse a run whose estimated peak memory exceeds this (e.g. 16GiB; default: the "
+        "memory available on this machine)", "execution", grid=True))
     out: str | None = field(default=None, metadata=option("RunRecord JSON to write", "execution"))
 
     def validate(self) -> None:
@@ -135,6 +138,9 @@ class TrainConfig:
                               "engine runs on the CPU only (GPU runs are a roadmap item)")
         if self.warmup < 0:
             raise CdfgnnError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.memory_budget is not None:
+            from cdfgnn.train.memory import parse_bytes
+            parse_bytes(self.memory_budget)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -36,6 +36,16 @@ def load_partitioning(cfg: TrainConfig, graph: Graph, topology: Topology) -> Par
                            **cfg.partition_params)
 
 
+def _check_memory(cfg: TrainConfig, graph: Graph, stats: dict | None = None) -> float:
+    """Stop before any work when the run's estimated peak memory exceeds the budget;
+    returns the estimate in MB (recorded beside the measured peak)."""
+    from cdfgnn.train import memory
+    budget = memory.parse_bytes(cfg.memory_budget) if cfg.memory_budget is not None else None
+    est = memory.estimate(cfg, graph, stats)
+    memory.check(est, budget)
+    return est.total / 2 ** 20
+
+
 def check_parts_per_worker(cfg: TrainConfig, part: Partitioning, method_cls) -> None:
     """More parts than workers: only for communication-free methods, W dividing P."""
     p, w = part.num_parts, cfg.workers
@@ -56,12 +66,14 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
     from cdfgnn.methods.base import METHODS
     METHODS.get(cfg.method)  # unknown method: fail before any work
     graph = load_graph(cfg)
+    estimate_mb = _check_memory(cfg, graph)  # a lower bound: fails at once if the graph cannot fit
     from cdfgnn.data.stats import graph_stats
     t0 = time.perf_counter()
     if cfg.trainer == "distributed":
         body = _run_distributed(cfg, graph)
     else:
         body = _run_one_process(cfg, graph)
+        body["summary"]["estimated_memory_mb"] = estimate_mb
     config = cfg.to_dict()
     if body["partition"] is not None:  # with a partition file, the file says what made it
         config["partitioner"] = body["partition"]["method"]
@@ -114,11 +126,14 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
         raise CdfgnnError(f"method {cfg.method!r} needs a {need}-cut partitioning, "
                           f"partitioner {part.method!r} makes a {part.kind}-cut")
     check_parts_per_worker(cfg, part, method_cls)
+    stats = partition_stats(graph, part)
+    estimate_mb = _check_memory(cfg, graph, stats)
     drop_arcs = build_strategy(cfg.method, cfg.method_params).prepare(graph, part)
     network = NetworkModel(topology, profile=cfg.network)
     results = train_distributed(cfg, graph, part, drop_arcs)
     body = _assemble(cfg, topology, network, results)
-    body["partition"] = {**partition_stats(graph, part), "file": cfg.partition_file}
+    body["partition"] = {**stats, "file": cfg.partition_file}
+    body["summary"]["estimated_memory_mb"] = estimate_mb
     if drop_arcs is not None:
         body["partition"]["dropped_arcs"] = int(np.count_nonzero(drop_arcs))
     return body
