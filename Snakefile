@@ -18,6 +18,9 @@ from cdfgnn.experiments.grid import Grid
 
 min_version("8.0")
 
+
+report: "workflow/report/workflow.rst"
+
 # The default config is read only when none is given on the command line, so
 # `--configfile configs/full.yaml` replaces quick.yaml instead of being merged
 # into it (per-paper override files, e.g. configs/cdfgnn.yaml, are meant to be

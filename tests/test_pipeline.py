@@ -380,6 +380,27 @@ def test_notebook_is_valid():
 
 
 # ---------------------------------------------------------------- snakemake
+@pytest.mark.parametrize("profile,extra", [("workstation", ["--resources", "gpu=2"]),
+                                            ("slurm", [])])
+def test_cluster_profiles_plan_the_smoke_run(tmp_path, profile, extra):
+    """The documented profiles parse and plan every job (a dry run submits nothing)."""
+    proc = snakemake("-n", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path),
+                     "--workflow-profile", str(REPO / "profiles" / profile),
+                     "--configfile", str(REPO / "configs" / "smoke.yaml"), *extra)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    counts = job_counts(proc.stdout + proc.stderr)
+    assert counts.get("train", 0) > 0 and counts.get("figure", 0) > 0, counts
+
+
+def test_training_jobs_declare_gpus():
+    grid = Grid(load("smoke"))
+    assert grid.gpus("engine") == 0
+    grid.experiments["engine"]["train"]["device"] = "cuda"
+    assert grid.gpus("engine") == 1
+    text = (REPO / "workflow" / "rules" / "train.smk").read_text()
+    assert text.count("gpu=lambda wc: grid.gpus(wc.experiment)") == 2
+
+
 def test_lint_is_clean():
     proc = snakemake("--lint")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -572,6 +593,18 @@ def test_smoke_pipeline(tmp_path):
     assert f"{len(grid.figures)} figures" in shown.getvalue()
     for name in grid.tables:
         assert f"=== {name}.csv" in shown.getvalue()
+
+    # the Snakemake report holds every figure and table, each with its caption
+    report = work / "report.html"
+    proc = snakemake("--snakefile", str(REPO / "Snakefile"), "-d", str(work),
+                     "--configfile", str(REPO / "configs" / "smoke.yaml"),
+                     "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = report.read_text()
+    for out in grid.outputs():
+        for path in out.paths:
+            assert Path(path).name in html, path
+        assert f"report ``{out.report}``" in html or out.report in html, out.name
 
     # resumption: a second invocation has nothing to do ...
     again = snakemake(*common, "-n")

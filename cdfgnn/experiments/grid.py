@@ -464,6 +464,36 @@ class Grid:
             args += ["--param", format_param(k, v)]
         return shlex.join(args)
 
+    def caption(self, kind: str, name: str) -> str:
+        """What a figure or table shows and from which configuration (report captions)."""
+        out = self.output(kind, name)
+        lines = [f"**{name}** ({kind}, report ``{out.report}``): "
+                 f"{self.plugins.report(out.report).summary}"]
+        for exp in out.experiments:
+            e = self.experiments[exp]
+            keep = {k: [v for v in e.get(k, []) if k not in out.filters or v in out.filters[k]]
+                    for k in ("datasets", "partitioners", "topologies", "methods", "seeds",
+                              "single")}
+            parts = [f"{k}: {', '.join(map(str, v))}" for k, v in keep.items() if v]
+            train = ", ".join(f"{k}={v}" for k, v in (e.get("train") or {}).items())
+            lines.append(f"Experiment ``{exp}`` — {'; '.join(parts)}"
+                         + (f"; training: {train}" if train else "") + ".")
+        for ps in out.partition_sets:
+            p = self.partition_sets[ps]
+            lines.append(f"Partition set ``{ps}`` — datasets: {', '.join(p.get('datasets', []))}; "
+                         f"partitioners: {', '.join(p.get('partitioners', []))}.")
+        if out.params:
+            lines.append("Parameters: " + ", ".join(f"{k}={v}" for k, v in out.params.items())
+                         + ".")
+        lines.append(f"Synthetic twins at scale ``{self.scale}`` (data seed {self.data_seed}) "
+                     "unless a dataset is a real one.")
+        return "\n\n".join(lines)
+
+    def gpus(self, experiment: str) -> int:
+        """GPUs a training job of ``experiment`` holds (0 on the CPU; Snakemake resource)."""
+        return 1 if str((self.experiments[experiment].get("train") or {}).get(
+            "device", "cpu")).startswith("cuda") else 0
+
     def figure_inputs(self, figure: str) -> list[str]:
         return self.report_inputs("figure", figure)
 
@@ -516,6 +546,8 @@ class Grid:
             args += ["--workers", "1", "--hosts", "1"]
         for key, value in (exp.get("train") or {}).items():
             flag = TRAIN_FLAGS[key]
+            if value is None:  # null: the option's default
+                continue
             if isinstance(value, list):
                 args += [flag, *map(str, value)]
             elif isinstance(value, bool):

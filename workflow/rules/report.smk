@@ -25,10 +25,21 @@ rule table:
     input:
         lambda wc: grid.report_inputs("table", wc.table),
     output:
-        csv="results/tables/{table}.csv",
-        md="results/tables/{table}.md",
+        csv=report(
+            "results/tables/{table}.csv",
+            caption="../report/caption.rst",
+            category="tables",
+            labels={"table": "{table}", "format": "csv"},
+        ),
+        md=report(
+            "results/tables/{table}.md",
+            caption="../report/caption.rst",
+            category="tables",
+            labels={"table": "{table}", "format": "markdown"},
+        ),
     params:
         args=lambda wc: grid.report_args("table", wc.table),
+        caption=lambda wc: grid.caption("table", wc.table),
     threads: 1
     log:
         "results/logs/tables/{table}.log",
@@ -46,9 +57,15 @@ rule figure:
     input:
         lambda wc: grid.report_inputs("figure", wc.figure),
     output:
-        "figures/{figure}.png",
+        report(
+            "figures/{figure}.png",
+            caption="../report/caption.rst",
+            category="figures",
+            labels={"figure": "{figure}"},
+        ),
     params:
         args=lambda wc: grid.report_args("figure", wc.figure),
+        caption=lambda wc: grid.caption("figure", wc.figure),
     threads: 1
     log:
         "results/logs/figures/{figure}.log",

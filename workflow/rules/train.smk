@@ -11,6 +11,8 @@ rule train:
     params:
         args=lambda wc: grid.train_args(wc.experiment, wc.topology, wc.method),
     threads: grid.threads["train"]
+    resources:
+        gpu=lambda wc: grid.gpus(wc.experiment),
     log:
         "results/logs/train/{experiment}/{dataset}/{partitioner}/{topology}/{method}/s{seed}.log",
     benchmark:
@@ -31,6 +33,8 @@ rule train_single:
     params:
         args=lambda wc: grid.train_args(wc.experiment, trainer=wc.trainer),
     threads: grid.threads["train"]
+    resources:
+        gpu=lambda wc: grid.gpus(wc.experiment),
     log:
         "results/logs/train/{experiment}/{dataset}/{trainer}/s{seed}.log",
     benchmark:
