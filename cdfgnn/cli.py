@@ -236,6 +236,25 @@ def run_report(name: str, out: str, **kw: Any):
     return run(name, out, **kw)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from cdfgnn.experiments.compare import compare
+    from cdfgnn.report.render import markdown_table
+
+    train = {k: v for k, v in (("model", args.model), ("layers", args.layers),
+                                ("hidden", args.hidden), ("lr", args.lr),
+                                ("dropout", args.dropout), ("backend", args.backend))
+             if v is not None}
+    if not Path(args.graph).is_file():
+        raise CdfgnnError(f"--graph {args.graph}: file does not exist")
+    table = compare(args.graph, workers=args.workers, hosts=args.hosts, network=args.network,
+                    methods=args.methods, epochs=args.epochs, seed=args.seed,
+                    out_dir=args.out_dir, train=train,
+                    log=lambda m: print(m, file=sys.stderr))
+    print("\n".join(markdown_table(table)))
+    print(f"-> {Path(args.out_dir) / 'compare.csv'}, .md, .png", file=sys.stderr)
+    return 0
+
+
 def benchmarks_dir() -> Path:
     """benchmarks/ of the source checkout (the package is installed editable)."""
     here = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -361,6 +380,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="report parameter (repeatable)")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("compare", help="rank every technique on one graph and cluster")
+    p.add_argument("--graph", required=True, help="Graph file (`cdfgnn prepare`)")
+    p.add_argument("--workers", type=int, required=True, help="workers P")
+    p.add_argument("--hosts", type=int, default=1, help="hosts H (P must be a multiple)")
+    p.add_argument("--network", default="cdfgnn-table2",
+                   help="link profile name or a YAML file (see docs: NetworkModel)")
+    p.add_argument("--methods", nargs="+", metavar="METHOD",
+                   help="methods to compare, `name` or `name:key=value,...` (default: all)")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", help="gcn | sage | ... (default: gcn)")
+    p.add_argument("--layers", type=int)
+    p.add_argument("--hidden", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--dropout", type=float)
+    p.add_argument("--backend", help="thread | process")
+    p.add_argument("--out-dir", default="compare", help="folder for partitions, runs, table")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("bench", help="run a performance benchmark from benchmarks/")
     p.add_argument("name", help="script name in benchmarks/ without .py")

@@ -30,11 +30,19 @@ Profiles (:data:`NETWORK_PROFILES`):
 * ``nvlink``: nominal spec values, not measurements: NVLink 3 (A100) 300 GB/s per
   direction intra-host, HDR InfiniBand 200 Gbit/s = 25 GB/s inter-host; 2 us /
   5 us latency assumed; broadcast bandwidth = P2P.
+* ``rapidgnn-chameleon``: RapidGNN's cluster, nominal PCIe 3.0 x16 / 10 GbE.
+* ``pcie4-host-staged``: the single-server GPU boxes of CaPGNN and Sylvie, PCIe 4.0
+  halved for host staging, 10 GbE between servers (assumed).
+
+A user-defined profile is a small YAML file (:func:`load_profile`); anywhere a
+profile name is accepted (``--network``), a path ending in ``.yaml`` works too.
 """
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -94,6 +102,65 @@ _register(LinkProfile("ethernet-10g", 22.70, 1.25, 22.70, 1.25, 5e-6, 50e-6,
                       source="PCIe as CDFGNN Table 2; 10 GbE nominal line rate; latencies assumed"))
 _register(LinkProfile("nvlink", 300.0, 25.0, 300.0, 25.0, 2e-6, 5e-6,
                       source="nominal NVLink 3 per direction / HDR InfiniBand; latencies assumed"))
+_register(LinkProfile("rapidgnn-chameleon", 15.75, 1.25, 15.75, 1.25, 5e-6, 50e-6,
+                      source="RapidGNN Table 1 cluster: 2x P100 per node on PCIe 3.0 x16 "
+                             "(nominal 15.75 GB/s), 10 Gbit/s Ethernet between nodes "
+                             "(nominal 1.25 GB/s); latencies assumed"))
+_register(LinkProfile("pcie4-host-staged", 15.75, 1.25, 15.75, 1.25, 10e-6, 50e-6,
+                      source="CaPGNN / Sylvie servers: PCIe 4.0 x16 (nominal 31.5 GB/s) "
+                             "halved because GPU-to-GPU data is staged through host memory "
+                             "without P2P (CaPGNN sec. 2.1); between servers 10 Gbit/s "
+                             "Ethernet assumed (the papers do not say); latencies assumed"))
+
+
+PROFILE_KEYS = ("intra_gbps", "inter_gbps", "intra_bcast_gbps", "inter_bcast_gbps",
+                "intra_latency_s", "inter_latency_s")
+
+
+def load_profile(path: str | os.PathLike) -> LinkProfile:
+    """A user-defined link profile from a small YAML file::
+
+        name: my-cluster            # optional (default: the file name)
+        intra_gbps: 24.0            # GB/s (1e9 B/s) between devices of one host
+        inter_gbps: 1.25            # GB/s between hosts (10 Gbit/s Ethernet)
+        intra_latency_s: 5.0e-6     # seconds per message
+        inter_latency_s: 5.0e-5
+        intra_bcast_gbps: 24.0      # optional: broadcast bandwidths (default: P2P's)
+        inter_bcast_gbps: 1.25
+        source: "measured with ..." # optional: where the numbers come from
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CdfgnnError(f"network profile {path}: not a readable YAML file ({exc})") from None
+    if not isinstance(spec, dict):
+        raise CdfgnnError(f"network profile {path}: expected a mapping of "
+                          f"{', '.join(PROFILE_KEYS)}")
+    unknown = sorted(set(spec) - {*PROFILE_KEYS, "name", "source"})
+    if unknown:
+        raise CdfgnnError(f"network profile {path}: unknown key(s) {unknown}; valid: "
+                          f"name, source, {', '.join(PROFILE_KEYS)}")
+    missing = [k for k in ("intra_gbps", "inter_gbps", "intra_latency_s", "inter_latency_s")
+               if k not in spec]
+    if missing:
+        raise CdfgnnError(f"network profile {path}: missing {', '.join(missing)}")
+    return LinkProfile(str(spec.get("name", path.stem)), spec["intra_gbps"], spec["inter_gbps"],
+                       spec.get("intra_bcast_gbps", spec["intra_gbps"]),
+                       spec.get("inter_bcast_gbps", spec["inter_gbps"]),
+                       spec["intra_latency_s"], spec["inter_latency_s"],
+                       source=str(spec.get("source", f"user profile {path}")))
+
+
+def get_profile(spec: str | LinkProfile) -> LinkProfile:
+    """A registered profile by name, or a YAML file's (a path ending in .yaml/.yml)."""
+    if isinstance(spec, LinkProfile):
+        return spec
+    if str(spec).endswith((".yaml", ".yml")):
+        return load_profile(spec)
+    return NETWORK_PROFILES.get(spec)
 
 
 class NetworkModel:
@@ -104,7 +171,7 @@ class NetworkModel:
         if not isinstance(topology, Topology):
             raise CdfgnnError(f"NetworkModel needs a Topology, got {type(topology).__name__}")
         self.topology = topology
-        self.profile = profile if isinstance(profile, LinkProfile) else NETWORK_PROFILES.get(profile)
+        self.profile = get_profile(profile)
         p = topology.num_parts
         if slowdown is None:
             slowdown = [1.0] * p

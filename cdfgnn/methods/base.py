@@ -142,6 +142,9 @@ class SyncStrategy:
     full_graph_eval: bool = False
     #: "full-batch" (this engine) or "minibatch" (the sampled track)
     track: str = "full-batch"
+    #: the partitioner `cdfgnn compare` uses for this method (None: metis for edge-cut
+    #: or kind-agnostic methods, ebv for vertex-cut ones)
+    default_partitioner: str | None = None
     PARAMS: dict[str, Param] = {
         "codec": Param("none", str, check=_valid_codec, expect=CODEC_HELP,
                        doc="message encoding of every vertex row sent"),

@@ -100,6 +100,8 @@ def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     sl = timed_slice(cfg.epochs, cfg.warmup)
     t = mean_times(res["times"], sl)
     peak = peak_rss_mb()
+    for row, tm in zip(res["epochs"], res["times"]):  # one process: modelled = its CPU time
+        row["modelled_s"], row["wall_s"] = float(tm["cpu_s"]), float(tm["wall_s"])
     return {
         "partition": None,
         "epochs": res["epochs"],
@@ -185,9 +187,10 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
     p = cfg.workers
     sl = timed_slice(cfg.epochs, cfg.warmup)
     host = np.arange(p) // topology.devices_per_host
-    timed = range(cfg.epochs)[sl]
+    n_epochs = len(results[0]["times"])
+    timed = range(n_epochs)[sl]
     slow = np.asarray(network.slowdown)
-    per_epoch_rank = np.zeros((len(timed), p))
+    epoch_rank = np.zeros((n_epochs, p))      # modelled seconds of every epoch and rank
     ranks, comm_model, compute_cpu = [], [], []
     per_epoch = _zero_traffic()
     by_tag: dict[str, dict[str, float]] = {}
@@ -195,18 +198,17 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
     for r, res in enumerate(results):
         t = mean_times(res["times"], sl)
         masks = {"intra": (host == host[r]) & (np.arange(p) != r), "inter": host != host[r]}
-        vertex_s, reduce_s = [], []
-        for i, e in enumerate(timed):
+        vertex_s, reduce_s = np.zeros(n_epochs), np.zeros(n_epochs)
+        for e in range(n_epochs):
             v, g = _modelled_comm(network, r, res["traffic"][e], p)
             tm = res["times"][e]
             over = tm.get("overhead_cpu_s", 0.0)
             compute = max(tm["cpu_s"] - over, 0.0) * slow[r]
-            vertex = v + over
-            per_epoch_rank[i, r] = (max(compute, vertex) if tm.get("overlap") else
-                                    compute + vertex) + g
-            vertex_s.append(vertex)
-            reduce_s.append(g)
-        comm_model.append(float(np.mean(vertex_s) + np.mean(reduce_s)) if timed else 0.0)
+            vertex_s[e], reduce_s[e] = v + over, g
+            epoch_rank[e, r] = (max(compute, vertex_s[e]) if tm.get("overlap") else
+                                compute + vertex_s[e]) + g
+        vertex_s, reduce_s = vertex_s[sl], reduce_s[sl]
+        comm_model.append(float(vertex_s.mean() + reduce_s.mean()) if len(timed) else 0.0)
         compute_cpu.append(max(t["cpu_s"] - t.get("overhead_cpu_s", 0.0), 0.0))
         traffic = _mean_traffic(res["traffic"][sl], p)
         for tag, tr in traffic.items():
@@ -222,9 +224,12 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
                       "modelled_comm_s": comm_model[-1], "peak_rss_mb": res["peak_rss_mb"],
                       "local_rows": res["local_rows"], "owned_rows": res["owned_rows"],
                       "parts": res.get("parts", [r])})
-    modelled = float(per_epoch_rank.max(axis=1).mean()) if timed else 0.0
+    modelled = float(epoch_rank[sl].max(axis=1).mean()) if len(timed) else 0.0
     overlap = bool(any(tm.get("overlap") for res in results for tm in res["times"][sl]))
     epochs = results[0]["epochs"]
+    for e, row in enumerate(epochs):  # per-epoch times: time-to-accuracy curves
+        row["modelled_s"] = float(epoch_rank[e].max())
+        row["wall_s"] = float(max(res["times"][e]["wall_s"] for res in results))
     return {
         "epochs": epochs,
         "ranks": ranks,

@@ -1,0 +1,209 @@
+"""`cdfgnn compare`: which technique wins on *my* graph and *my* cluster?
+
+Partitions the graph once per partitioner the chosen methods need, trains every
+method on the same graph, topology, model and seed, and ranks them by the modelled
+time to reach 99% of ``exact``'s best validation accuracy (``exact`` always runs:
+it is the reference), then by modelled epoch time. For a timing-only graph (no
+real labels) the ranking is by modelled epoch time and the accuracy columns say so.
+
+Columns (one row per method):
+
+* ``modelled_epoch_s`` / ``measured_epoch_s``: the run record's mean over timed
+  epochs (NetworkModel of ``--network``; wall clock of this machine);
+* ``modelled_tta_s`` / ``measured_tta_s``: time to target, the sum of per-epoch
+  modelled / measured times up to the first epoch whose validation metric reaches
+  the target (empty when never reached);
+* ``bytes_per_epoch`` (all link classes), ``peak_memory_mb``, ``final_test``,
+  ``best_val``, ``status`` (``ok`` or the error of a run that failed: one failing
+  method never stops the comparison).
+
+A method is written ``name`` or ``name:key=value,key=value`` (its parameters). Its
+partitioner is the method's ``default_partitioner`` or, by the partition kind it
+needs, ``metis`` (edge cut) / ``ebv`` (vertex cut).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from cdfgnn.errors import CdfgnnError, WorkerFailedError
+
+TARGET_FRACTION = 0.99
+DEFAULT_PARTITIONER = {"edge": "metis", "vertex": "ebv", None: "metis"}
+COLUMNS = ["rank", "method", "partitioner", "modelled_tta_s", "measured_tta_s",
+           "modelled_epoch_s", "measured_epoch_s", "bytes_per_epoch", "peak_memory_mb",
+           "final_test", "best_val", "status"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    label: str
+    name: str
+    params: dict[str, Any]
+
+
+def parse_method(text: str) -> MethodSpec:
+    """``name`` or ``name:key=value,key=value`` (values are YAML scalars)."""
+    from cdfgnn.cli import parse_params
+
+    name, _, rest = text.partition(":")
+    params = parse_params([kv for kv in rest.split(",") if kv], f"--methods {text}")
+    return MethodSpec(text, name.strip(), params)
+
+
+def partitioner_for(method_cls) -> str:
+    return getattr(method_cls, "default_partitioner", None) or \
+        DEFAULT_PARTITIONER[method_cls.partition_kind]
+
+
+def default_methods() -> list[str]:
+    """Every registered method (each with its default parameters)."""
+    from cdfgnn.methods import METHODS
+
+    return [n for n in METHODS.names() if not getattr(METHODS.get(n), "hidden", False)]
+
+
+def compare(graph_path: str, *, workers: int, hosts: int, network: str,
+            methods: Sequence[str] | None = None, epochs: int = 20, seed: int = 0,
+            out_dir: str = "compare", train: dict[str, Any] | None = None,
+            log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Run the comparison; writes partitions, run records, ``compare.csv``/``.md``/``.png``
+    under ``out_dir`` and returns the ranked table."""
+    from cdfgnn.comm.network import get_profile
+    from cdfgnn.data.graph import Graph
+    from cdfgnn.methods import METHODS
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+
+    get_profile(network)  # an unknown profile fails before any work
+    topology = Topology.for_workers(workers, hosts)
+    specs = [parse_method(m) for m in (methods or default_methods())]
+    if not any(s.name == "exact" and not s.params for s in specs):
+        specs.insert(0, MethodSpec("exact", "exact", {}))
+    for spec in specs:
+        from cdfgnn.methods.base import build_strategy
+        build_strategy(spec.name, spec.params)  # unknown names / bad params fail up front
+    graph = Graph.load(graph_path)
+    out = Path(out_dir)
+    (out / "partitions").mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    part_files: dict[str, str] = {}
+    records: dict[str, dict | str] = {}
+    for spec in specs:
+        pname = partitioner_for(METHODS.get(spec.name))
+        if pname not in part_files:
+            log(f"partitioning with {pname} for {topology.label} ...")
+            path = out / "partitions" / f"{pname}.npz"
+            partition_graph(graph, pname, topology, seed=seed).save(path)
+            part_files[pname] = str(path)
+        log(f"training {spec.label} ({pname}, {epochs} epochs) ...")
+        records[spec.label] = _train(graph_path, part_files[pname], spec, workers, hosts,
+                                     network, epochs, seed, train or {},
+                                     out / "runs" / f"{_safe(spec.label)}.json")
+    table = rank(records, {s.label: partitioner_for(METHODS.get(s.name)) for s in specs},
+                 timing_only=bool(graph.meta.get("timing_only")))
+    _write(table, out, graph.name, topology.label, network, epochs)
+    return table
+
+
+def _train(graph_path, part_file, spec, workers, hosts, network, epochs, seed, train, out):
+    from cdfgnn.train.config import TrainConfig
+    from cdfgnn.train.run import run_training
+
+    cfg = TrainConfig(graph=graph_path, dataset=None, partition_file=part_file,
+                      method=spec.name, method_params=dict(spec.params), workers=workers,
+                      hosts=hosts, network=network, epochs=epochs, seed=seed,
+                      warmup=min(5, max(epochs - 1, 0)), out=str(out), **train)
+    try:
+        return run_training(cfg)
+    except (CdfgnnError, WorkerFailedError) as exc:
+        return f"failed: {exc}"
+
+
+def time_to_target(epochs: list[dict], target: float, key: str) -> float | None:
+    """Sum of per-epoch ``key`` times up to the first epoch whose ``val`` >= target."""
+    total = 0.0
+    for row in epochs:
+        total += float(row.get(key, 0.0))
+        if row.get("val") is not None and row["val"] >= target:
+            return total
+    return None
+
+
+def rank(records: dict[str, dict | str], partitioners: dict[str, str],
+         timing_only: bool = False) -> pd.DataFrame:
+    """The ranked comparison table from the run records (``str`` values: failures)."""
+    ref = records.get("exact")
+    target = None
+    if isinstance(ref, dict) and not timing_only and ref["summary"].get("best_val") is not None:
+        target = TARGET_FRACTION * ref["summary"]["best_val"]
+    rows = []
+    for label, rec in records.items():
+        row: dict[str, Any] = {"method": label, "partitioner": partitioners[label]}
+        if isinstance(rec, str):
+            rows.append({**row, "status": rec})
+            continue
+        s = rec["summary"]
+        per = rec["comm"]["per_epoch"]
+        row.update(status="ok", modelled_epoch_s=s["modelled_epoch_time_s"],
+                   measured_epoch_s=s["epoch_time_s"],
+                   bytes_per_epoch=per["intra"]["bytes"] + per["inter"]["bytes"],
+                   peak_memory_mb=s["peak_memory_mb"])
+        if timing_only:
+            row.update(final_test="timing only", best_val="timing only")
+        else:
+            row.update(final_test=s.get("final_test"), best_val=s.get("best_val"))
+        if target is not None:
+            row["modelled_tta_s"] = time_to_target(rec["epochs"], target, "modelled_s")
+            row["measured_tta_s"] = time_to_target(rec["epochs"], target, "wall_s")
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for col in COLUMNS:
+        if col not in df:
+            df[col] = None
+    ok = df["status"] == "ok"
+    reached = df["modelled_tta_s"].notna() & ok
+    df["_k1"] = (~reached).astype(int) + (~ok).astype(int)
+    df["_k2"] = df["modelled_tta_s"].where(reached, df["modelled_epoch_s"]).fillna(math.inf)
+    df = df.sort_values(["_k1", "_k2"], kind="stable").drop(columns=["_k1", "_k2"])
+    df["rank"] = range(1, len(df) + 1)
+    return df[COLUMNS].reset_index(drop=True)
+
+
+def _safe(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in label)
+
+
+def _write(df: pd.DataFrame, out: Path, graph: str, topo: str, network: str,
+           epochs: int) -> None:
+    from cdfgnn.report.render import new_figure, save_figure, write_table
+
+    notes = [f"Graph {graph}, topology {topo}, network profile {network}, {epochs} epochs.",
+             f"tta = time to reach {TARGET_FRACTION:.0%} of exact's best validation metric "
+             "(modelled: compute CPU time + NetworkModel communication; measured: wall clock "
+             "on this machine). Empty: not reached."]
+    write_table(df, str(out / "compare.csv"), str(out / "compare.md"),
+                title="Which technique for this graph?", notes=notes)
+    ok = df[df["status"] == "ok"]
+    fig, axes = new_figure(1, 2, figsize=(11, 0.45 * max(len(ok), 3) + 1.5))
+    ax1, ax2 = axes[0]
+    y = range(len(ok))
+    ax1.barh(list(y), ok["modelled_epoch_s"], color="C0")
+    ax1.set_title("modelled epoch time (s)")
+    tta = ok["modelled_tta_s"].astype(float)
+    ax2.barh(list(y), tta.fillna(0.0), color="C1")
+    ax2.set_title(f"modelled time to {TARGET_FRACTION:.0%} of exact's best val (s)")
+    ax1.set_yticks(list(y), list(ok["method"]))
+    ax2.set_yticks(list(y), [""] * len(ok))
+    for ax in (ax1, ax2):
+        ax.invert_yaxis()
+        ax.grid(alpha=0.3, axis="x")
+    for i, v in enumerate(tta):
+        if pd.isna(v):
+            ax2.text(0, i, " not reached", va="center", fontsize=8)
+    fig.suptitle(f"{graph}, {topo}, network {network} (modelled times)", y=1.04)
+    save_figure(fig, str(out / "compare.png"))
