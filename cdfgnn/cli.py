@@ -68,6 +68,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from cdfgnn.partition.api import ensure_registered, partition_graph
     from cdfgnn.partition.base import PARTITIONERS, Topology
     from cdfgnn.partition.stats import partition_stats
+    from cdfgnn.progress import progress
 
     ensure_registered()
     PARTITIONERS.get(args.partitioner)  # unknown names fail before the graph is read
@@ -75,14 +76,25 @@ def cmd_partition(args: argparse.Namespace) -> int:
     if "seed" in params:
         raise CdfgnnError("--param seed=...: give the seed with --seed")
     topology = Topology.for_workers(args.workers, args.hosts)
-    graph = Graph.load(args.graph)
-    part = partition_graph(graph, args.partitioner, topology, seed=args.seed, **params)
-    part.save(args.out)
-    if args.stats_out:
-        stats = partition_stats(graph, part)
-        row = {"partitioner": args.label or args.partitioner, "algorithm": args.partitioner,
-               "seed": args.seed, "workers": topology.num_parts, **stats}
-        atomic_write_json(args.stats_out, row)
+    # the partitioners run in compiled kernels: the bar shows the step in progress
+    with progress(total=4 if args.stats_out else 3, desc=f"{args.partitioner} {topology.label}",
+                  unit="step") as bar:
+        bar.set_postfix_str("load graph")
+        graph = Graph.load(args.graph)
+        bar.update(1)
+        bar.set_postfix_str("partition")
+        part = partition_graph(graph, args.partitioner, topology, seed=args.seed, **params)
+        bar.update(1)
+        bar.set_postfix_str("write")
+        part.save(args.out)
+        bar.update(1)
+        if args.stats_out:
+            bar.set_postfix_str("statistics")
+            stats = partition_stats(graph, part)
+            row = {"partitioner": args.label or args.partitioner, "algorithm": args.partitioner,
+                   "seed": args.seed, "workers": topology.num_parts, **stats}
+            atomic_write_json(args.stats_out, row)
+            bar.update(1)
     print(f"{args.partitioner} {topology.label} on {graph.name}: {part.seconds:.3f} s -> {args.out}")
     return 0
 
