@@ -1,4 +1,5 @@
-"""The `cdfgnn` command line: prepare | partition | train | aggregate | report | plot | bench.
+"""The `cdfgnn` command line: prepare | partition | train | aggregate | report | plot | claims |
+compare | bench.
 
 Each subcommand is one arrow of the data flow in DESIGN.md sec. 3 (dataset ->
 Graph file -> Partitioning file -> RunRecord JSON -> tidy tables -> figures and
@@ -248,6 +249,14 @@ def run_report(name: str, out: str, **kw: Any):
     return run(name, out, **kw)
 
 
+def cmd_claims(args: argparse.Namespace) -> int:
+    from cdfgnn.report.claims import claims_page
+
+    df = claims_page(args.tables, args.out)
+    print(f"{len(df)} claims from {len(args.tables)} papers -> {args.out}")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from cdfgnn.experiments.compare import compare
     from cdfgnn.report.render import markdown_table
@@ -392,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="report parameter (repeatable)")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("claims", help="every paper's claims table on one page (claims.md)")
+    p.add_argument("--tables", nargs="+", required=True, help="the papers' *_claims.csv tables")
+    p.add_argument("--out", required=True, help="the markdown page to write")
+    p.set_defaults(func=cmd_claims)
 
     p = sub.add_parser("compare", help="rank every technique on one graph and cluster")
     p.add_argument("--graph", required=True, help="Graph file (`cdfgnn prepare`)")

@@ -49,3 +49,14 @@ def test_write_claims_and_page(tmp_path):
         bad = tmp_path / "bad.csv"
         bad.write_text("a,b\n1,2\n")
         claims_page([bad], page)
+
+
+def test_claims_cli(tmp_path):
+    from cdfgnn.cli import main
+
+    out, md = tmp_path / "q_claims.csv", tmp_path / "q_claims.md"
+    write_claims("PaperQ", [Claim("c", "2x", 1.9, "cfg", "reproduced")], out, md)
+    page = tmp_path / "claims.md"
+    assert main(["claims", "--tables", str(out), "--out", str(page)]) == 0
+    assert "## PaperQ" in page.read_text()
+    assert main(["claims", "--tables", str(tmp_path / "missing.csv"), "--out", str(page)]) == 2
