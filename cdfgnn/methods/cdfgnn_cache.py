@@ -170,22 +170,8 @@ class CdfgnnCache(CdfgnnBaseline):
             changed = torch.zeros(z.shape[0], dtype=torch.bool)
             mirrors = self._cached[self._masters.numel():]
             changed[mirrors] = self._over_threshold(z[mirrors], st.pushed[mirrors])
-            wires, counts = [], []
-            for idx in self._send:
-                mask = changed[idx]
-                rows = idx[mask]
-                if not rows.numel():
-                    wires.append(None)
-                    counts.append(0)
-                    continue
-                diff = z[rows] - st.pushed[rows]
-                wire, sent = self._encode(diff, mask, gkey)
-                if self.params["error_feedback"]:
-                    st.pushed[rows] += sent
-                else:
-                    st.pushed[rows] = z[rows]
-                wires.append(wire)
-                counts.append(int(rows.numel()))
+            wires, counts = self._pack(self._send, changed,
+                                       lambda rows, mask: self._push(st, z, rows, mask, gkey))
         self._count(gkey, counts, self._send)
         incoming = comm.all_to_all(wires, tag=gkey.tag, rows=counts)
         # phase 2: masters add the differences and their own changed contribution
@@ -204,16 +190,9 @@ class CdfgnnCache(CdfgnnBaseline):
             st.pushed[own] = z[own]
             active[own] = True
             # phase 3: scatter the cached aggregate of active vertices
-            wires, counts = [], []
-            for idx in self._recv:
-                mask = active[idx]
-                rows = idx[mask]
-                if not rows.numel():
-                    wires.append(None)
-                    counts.append(0)
-                    continue
-                wires.append(self._encode(st.agg[rows], mask, skey, feedback=False)[0])
-                counts.append(int(rows.numel()))
+            wires, counts = self._pack(
+                self._recv, active,
+                lambda rows, mask: self._encode(st.agg[rows], mask, skey, feedback=False)[0])
         self._count(skey, counts, self._recv)
         incoming = comm.all_to_all(wires, tag=skey.tag, rows=counts)
         with comm.overhead("cache"):
@@ -227,6 +206,28 @@ class CdfgnnCache(CdfgnnBaseline):
         if self.params["shadow"]:
             self._shadow(z, out, layer, direction)
         return out
+
+    @staticmethod
+    def _pack(lists: list[torch.Tensor], flags: torch.Tensor, encode) -> tuple[list, list]:
+        """Per peer: ``encode(rows, mask)`` of the flagged rows of its index list (None
+        when none is flagged), and the row counts."""
+        wires, counts = [], []
+        for idx in lists:
+            mask = flags[idx]
+            rows = idx[mask]
+            wires.append(encode(rows, mask) if rows.numel() else None)
+            counts.append(int(rows.numel()))
+        return wires, counts
+
+    def _push(self, st: _CacheState, z: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor,
+              key: SyncKey) -> torch.Tensor:
+        """A mirror's message: the differences since the last push; updates ``pushed``."""
+        wire, sent = self._encode(z[rows] - st.pushed[rows], mask, key)
+        if self.params["error_feedback"]:
+            st.pushed[rows] += sent
+        else:
+            st.pushed[rows] = z[rows]
+        return wire
 
     def _over_threshold(self, z: torch.Tensor, pushed: torch.Tensor) -> torch.Tensor:
         """Rows whose relative L-inf change since the last push exceeds epsilon (Q4:

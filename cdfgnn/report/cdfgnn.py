@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.report.aggregate import mean_std
+from cdfgnn.report.engine import workers_axis
 from cdfgnn.report.registry import report
 from cdfgnn.report.render import new_figure, save_figure
 
@@ -72,11 +73,7 @@ def fig5(inputs, params, out, md_out) -> None:
                 style = "--s" if _base_method(method) in PEERS else "-o"
                 ax.errorbar(xs, ms, yerr=ss, fmt=style, color=f"C{i}", capsize=3,
                             label=_series_label(method, part))
-            ps = sorted(sub["workers"].unique())
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(ps, [str(p) for p in ps])
-            ax.minorticks_off()
-            ax.set_xlabel("workers (2 hosts)")
+            workers_axis(ax, sub["workers"].unique(), "workers (2 hosts)")
             ax.set_ylabel("epoch time (s)")
             ax.set_title(f"{ds}: {kind}", fontsize=9)
             ax.grid(alpha=0.3)
