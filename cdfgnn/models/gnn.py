@@ -1,6 +1,12 @@
-"""A stack of GNN layers: ReLU between layers, none on the output (CDFGNN Q13)."""
+"""A stack of GNN layers: ReLU between layers, none on the output (CDFGNN Q13).
+
+With ``precompute_first_layer`` the first layer reads :class:`Precomputed` inputs
+(its neighbour aggregation of the input features, done once by :meth:`GNN.precompute`)
+instead of aggregating ``x`` every pass; see :mod:`cdfgnn.models.layers`.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -12,9 +18,17 @@ from cdfgnn.models.layers import LAYERS
 from cdfgnn.models.propagate import Propagator
 
 
+@dataclass
+class Precomputed:
+    """The first layer's precomputed inputs and the global ids of their rows."""
+
+    tensors: list[torch.Tensor]
+    ids: torch.Tensor
+
+
 class GNN(nn.Module):
     def __init__(self, model: str, in_dim: int, hidden: int, out_dim: int, layers: int,
-                 dropout: float = 0.0, seed: int = 0):
+                 dropout: float = 0.0, seed: int = 0, precompute_first_layer: bool = False):
         super().__init__()
         if model not in LAYERS:
             raise CdfgnnError(f"unknown model {model!r}; valid: {', '.join(sorted(LAYERS))}")
@@ -26,18 +40,39 @@ class GNN(nn.Module):
         self.dropout = dropout
         self.seed = seed
         self.epoch = 0  # set by the trainer: dropout masks depend on it
+        self.precompute_first_layer = precompute_first_layer
 
-    def forward(self, x: torch.Tensor, props: Propagator | Sequence[Propagator]) -> torch.Tensor:
+    @torch.no_grad()
+    def precompute(self, x: torch.Tensor, prop: Propagator) -> Precomputed:
+        """The first layer's aggregation of ``x`` over ``prop``'s current view (once)."""
+        tensors, ids = self.layers[0].precompute(x, prop, 0)
+        return Precomputed([t.detach() for t in tensors], ids)
+
+    def forward(self, x: torch.Tensor, props: Propagator | Sequence[Propagator],
+                pre: Precomputed | None = None) -> torch.Tensor:
+        if self.precompute_first_layer and pre is None:
+            raise CdfgnnError("precompute_first_layer is on: pass pre=model.precompute(x, prop)")
         if isinstance(props, Propagator):
             props = [props] * len(self.layers)
         if len(props) != len(self.layers):
             raise ValueError(f"{len(self.layers)} layers need as many propagators, got {len(props)}")
         h = x
         for i, (layer, prop) in enumerate(zip(self.layers, props)):
-            if self.training and self.dropout > 0:
-                key = dropout_key(self.seed, self.epoch, i)
-                h = h * dropout_mask(prop.input_ids, h.shape[1], self.dropout, key)
-            h = layer(h, prop, i)
+            if i == 0 and pre is not None:
+                h = layer.forward_pre(self._drop_pre(pre), prop, 0)
+            else:
+                if self.training and self.dropout > 0:
+                    key = dropout_key(self.seed, self.epoch, i)
+                    h = h * dropout_mask(prop.input_ids, h.shape[1], self.dropout, key)
+                h = layer(h, prop, i)
             if i < len(self.layers) - 1:
                 h = torch.relu(h)
         return h
+
+    def _drop_pre(self, pre: Precomputed) -> list[torch.Tensor]:
+        """Dropout on the precomputed inputs: one mask over their concatenated columns."""
+        if not (self.training and self.dropout > 0):
+            return pre.tensors
+        widths = [t.shape[1] for t in pre.tensors]
+        mask = dropout_mask(pre.ids, sum(widths), self.dropout, dropout_key(self.seed, self.epoch, 0))
+        return [t * m for t, m in zip(pre.tensors, mask.split(widths, dim=1))]

@@ -3,6 +3,15 @@
 ``h`` holds the propagator's input rows; the result holds its output rows after
 the layer's sync point. The linear transform runs *before* aggregation so that
 messages are output-width (CDFGNN Sec. 3.1).
+
+First-layer precompute (``--precompute-first-layer``; BNS-GCN, PipeGCN and Sylvie's
+``use_pp``): ``precompute(x, prop, index)`` does the layer's neighbour aggregation
+of the fixed input features once, with the full halo, and returns
+``(inputs, ids)``: the tensors ``forward_pre(inputs, prop, index)`` needs and the
+global ids of their rows (dropout masks). Afterwards the layer exchanges nothing.
+Since aggregation is linear, ``(A X) W == A (X W)``: the result equals ``forward``
+up to float rounding (with dropout off; with dropout the mask falls on the
+aggregated rows, as in the public code).
 """
 from __future__ import annotations
 
@@ -34,6 +43,15 @@ class GCNLayer(nn.Module):
         z = z + prop.local(prop.self_coef(self.norm)[:k, None] * t[:k] + self.bias)
         return prop.finish(z, index)
 
+    def precompute(self, x: torch.Tensor, prop: Propagator, index: int):
+        z = prop.aggregate(x, self.norm, index)
+        k = prop.self_rows
+        z = z + prop.local(prop.self_coef(self.norm)[:k, None] * x[:k])
+        return [prop.finish(z, index)], prop.input_ids[: prop.num_out]
+
+    def forward_pre(self, pre: list[torch.Tensor], prop: Propagator, index: int) -> torch.Tensor:
+        return pre[0] @ self.weight + self.bias
+
 
 class SAGELayer(nn.Module):
     r"""GraphSAGE-mean: :math:`z_v = W_s h_v + W_n \frac{1}{|N(v)|}\sum_{u\in N(v)} h_u + b`
@@ -54,6 +72,14 @@ class SAGELayer(nn.Module):
         z = prop.aggregate(h @ self.w_neigh, self.norm, index)
         z = z + prop.local(h[: prop.self_rows] @ self.w_self + self.bias)
         return prop.finish(z, index)
+
+    def precompute(self, x: torch.Tensor, prop: Propagator, index: int):
+        # every replica of a vertex holds its input row, so x[:num_out] is the self input
+        agg = prop.finish(prop.aggregate(x, self.norm, index), index)
+        return [x[: prop.num_out], agg], prop.input_ids[: prop.num_out]
+
+    def forward_pre(self, pre: list[torch.Tensor], prop: Propagator, index: int) -> torch.Tensor:
+        return pre[0] @ self.w_self + pre[1] @ self.w_neigh + self.bias
 
 
 LAYERS = {"gcn": GCNLayer, "sage": SAGELayer}

@@ -77,6 +77,10 @@ class TrainConfig:
                                                     grid=True))
     dropout: float = field(default=0.0, metadata=option("dropout rate in [0, 1)",
                                                         "technique and model", grid=True))
+    precompute_first_layer: bool = field(default=False, metadata=option(
+        "compute the first layer's neighbour aggregation of the input features once, "
+        "with the full halo, before training; the first layer then exchanges nothing",
+        "technique and model", grid=True))
     lr: float = field(default=0.01, metadata=option("Adam learning rate", "technique and model",
                                                     grid=True))
     weight_decay: float = field(default=0.0, metadata=option(
@@ -123,6 +127,9 @@ class TrainConfig:
             raise CdfgnnError(f"unknown backend {self.backend!r}; valid: process, thread")
         if self.trainer not in TRAINERS:
             raise CdfgnnError(f"unknown trainer {self.trainer!r}; valid: {', '.join(TRAINERS)}")
+        if self.precompute_first_layer and self.trainer == "minibatch":
+            raise CdfgnnError("--precompute-first-layer applies to full-batch trainers "
+                              "(distributed, full-graph), not to --trainer minibatch")
         if self.eval_every < 1:
             raise CdfgnnError(f"--eval-every must be >= 1, got {self.eval_every}")
         if self.batch_size < 1:

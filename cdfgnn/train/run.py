@@ -235,7 +235,8 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
         "ranks": ranks,
         "comm": {"per_epoch": {**per_epoch, "rows_sent": rows_sent}, "by_tag": by_tag,
                  "exact_rows": _sum_dicts([res.get("sync_rows", {}) for res in results]),
-                 "epochs": _epoch_series(results, host)},
+                 "epochs": _epoch_series(results, host),
+                 "precompute": _precompute_traffic(results)},
         "model_time": {"profile": cfg.network, "epoch_s": modelled, "comm_s": comm_model,
                        "compute_s": compute_cpu, "overlap": overlap,
                        "slowdown": [float(x) for x in slow]},
@@ -277,6 +278,17 @@ def _epoch_series(results: list[dict], host: np.ndarray) -> list[dict[str, Any]]
                     rw = np.asarray(d["rows"], dtype=float)
                     rows[tag] = rows.get(tag, 0.0) + float(rw.sum() - rw[r])
         out.append({"epoch": e, "rows": rows, **link})
+    return out
+
+
+def _precompute_traffic(results: list[dict]) -> dict[str, float]:
+    """Bytes and rows sent once, before epoch 0, by the first-layer precompute (all ranks)."""
+    out = {"bytes": 0.0, "rows": 0.0}
+    for r, res in enumerate(results):
+        for d in (res.get("precompute_traffic") or {}).values():
+            for f in out:
+                v = np.asarray(d[f], dtype=float)
+                out[f] += float(v.sum() - v[r])
     return out
 
 
