@@ -28,7 +28,8 @@ class Precomputed:
 
 class GNN(nn.Module):
     def __init__(self, model: str, in_dim: int, hidden: int, out_dim: int, layers: int,
-                 dropout: float = 0.0, seed: int = 0, precompute_first_layer: bool = False):
+                 dropout: float = 0.0, seed: int = 0, precompute_first_layer: bool = False,
+                 heads: int = 1):
         super().__init__()
         if model not in LAYERS:
             raise CdfgnnError(f"unknown model {model!r}; valid: {', '.join(sorted(LAYERS))}")
@@ -36,7 +37,9 @@ class GNN(nn.Module):
         # a private generator: same seed -> bit-identical weights on every rank and in the
         # oracle, and thread ranks never race on the global RNG
         gen = torch.Generator().manual_seed(seed)
-        self.layers = nn.ModuleList(LAYERS[model](a, b, gen) for a, b in zip(dims[:-1], dims[1:]))
+        cls = LAYERS[model]
+        opts = {k: v for k, v in {"heads": heads}.items() if k in cls.OPTIONS}
+        self.layers = nn.ModuleList(cls(a, b, gen, **opts) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
         self.seed = seed
         self.epoch = 0  # set by the trainer: dropout masks depend on it

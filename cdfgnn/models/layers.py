@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from cdfgnn.models.propagate import Propagator
@@ -28,6 +29,7 @@ class GCNLayer(nn.Module):
     :math:`\tilde D` the **global** degree + 1 (self-loop)."""
 
     norm = "gcn"
+    OPTIONS: tuple[str, ...] = ()
 
     def __init__(self, fin: int, fout: int, gen: torch.Generator | None = None):
         super().__init__()
@@ -58,6 +60,7 @@ class SAGELayer(nn.Module):
     (mean over the **global** neighbourhood; an isolated vertex aggregates 0)."""
 
     norm = "mean"
+    OPTIONS: tuple[str, ...] = ()
 
     def __init__(self, fin: int, fout: int, gen: torch.Generator | None = None):
         super().__init__()
@@ -82,4 +85,61 @@ class SAGELayer(nn.Module):
         return pre[0] @ self.w_self + pre[1] @ self.w_neigh + self.bias
 
 
-LAYERS = {"gcn": GCNLayer, "sage": SAGELayer}
+class GATLayer(nn.Module):
+    r"""GAT (Velickovic et al.; PyG ``GATConv(concat=False)``, DGL ``GATConv`` heads averaged):
+    :math:`e_{vu} = \mathrm{LeakyReLU}_{0.2}(a_s^\top W h_u + a_d^\top W h_v)` over
+    :math:`u \in N(v) \cup \{v\}`, :math:`\alpha = \mathrm{softmax}_u(e_{vu})`,
+    :math:`z_v = \frac{1}{H}\sum_{heads} \sum_u \alpha_{vu} W h_u + b`.
+
+    Distributed (edge-cut): the projected rows ``W h`` of the halo come through the
+    propagator's halo exchange (``prop.attend``), so codecs, staleness and the
+    backward gradient exchange apply as for GCN; the attention scores of halo rows are
+    computed locally from them. Vertex-cut is not supported (the softmax would need a
+    replica sync of its maximum and denominator).
+    """
+
+    norm = None
+    OPTIONS = ("heads",)
+
+    def __init__(self, fin: int, fout: int, gen: torch.Generator | None = None, heads: int = 1):
+        super().__init__()
+        self.heads, self.fout = heads, fout
+        self.weight = nn.Parameter(torch.empty(fin, heads * fout))
+        self.att_src = nn.Parameter(torch.empty(heads, fout))
+        self.att_dst = nn.Parameter(torch.empty(heads, fout))
+        self.bias = nn.Parameter(torch.zeros(fout))
+        bound = math.sqrt(6.0 / (fin + heads * fout))
+        nn.init.uniform_(self.weight, -bound, bound, generator=gen)
+        bound = math.sqrt(6.0 / (heads + fout))
+        nn.init.uniform_(self.att_src, -bound, bound, generator=gen)
+        nn.init.uniform_(self.att_dst, -bound, bound, generator=gen)
+
+    def forward(self, h: torch.Tensor, prop: Propagator, index: int) -> torch.Tensor:
+        return prop.attend(h @ self.weight, self._attention, index)
+
+    def _attention(self, t: torch.Tensor, prop: Propagator) -> torch.Tensor:
+        """Edge softmax and weighted sum over ``t`` (input rows: owned + halo)."""
+        n, heads, fout = prop.num_out, self.heads, self.fout
+        rows, cols = prop.arcs_with_self_loops()
+        t3 = t.view(-1, heads, fout)
+        s_src = (t3 * self.att_src).sum(-1)
+        s_dst = (t3[:n] * self.att_dst).sum(-1)
+        e = F.leaky_relu(s_src[cols] + s_dst[rows], 0.2)                  # [arcs, heads]
+        top = torch.full((n, heads), -math.inf).scatter_reduce(
+            0, rows[:, None].expand_as(e), e.detach(), "amax")
+        ex = torch.exp(e - top[rows])
+        den = torch.zeros(n, heads).index_add(0, rows, ex)
+        alpha = ex / den[rows]
+        z = torch.zeros(n, heads, fout).index_add(0, rows, alpha[:, :, None] * t3[cols])
+        return z.mean(1) + self.bias
+
+    def precompute(self, x: torch.Tensor, prop: Propagator, index: int):
+        # attention depends on W x: fetch the halo's input rows once (Sylvie's use_pp
+        # for GAT) and attend locally over them every pass
+        return [prop.expand(x, index)], prop.expanded_ids()
+
+    def forward_pre(self, pre: list[torch.Tensor], prop: Propagator, index: int) -> torch.Tensor:
+        return self._attention(pre[0] @ self.weight, prop)
+
+
+LAYERS = {"gcn": GCNLayer, "sage": SAGELayer, "gat": GATLayer}

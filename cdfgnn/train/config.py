@@ -70,8 +70,10 @@ class TrainConfig:
     method_params: dict[str, Any] = field(default_factory=dict, metadata=option(
         "method parameter (repeatable)", "technique and model", flag="--method-param",
         metavar="KEY=VALUE"))
-    model: str = field(default="gcn", metadata=option("gcn | sage | ...", "technique and model",
+    model: str = field(default="gcn", metadata=option("gcn | sage | gat", "technique and model",
                                                       grid=True))
+    heads: int = field(default=1, metadata=option(
+        "attention heads of a gat model (averaged)", "technique and model", grid=True))
     layers: int = field(default=2, metadata=option("GNN layers", "technique and model", grid=True))
     hidden: int = field(default=64, metadata=option("hidden width", "technique and model",
                                                     grid=True))
@@ -117,6 +119,11 @@ class TrainConfig:
         from cdfgnn.models import MODELS
         if self.model not in MODELS:
             raise CdfgnnError(f"unknown model {self.model!r}; valid: {', '.join(MODELS)}")
+        if self.heads < 1:
+            raise CdfgnnError(f"--heads must be >= 1, got {self.heads}")
+        if self.heads != 1 and self.model != "gat":
+            raise CdfgnnError(f"--heads {self.heads} applies to --model gat only, "
+                              f"not {self.model!r}")
         if self.layers < 1:
             raise CdfgnnError(f"--layers must be >= 1, got {self.layers}")
         if self.hidden < 1:

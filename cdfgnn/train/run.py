@@ -128,6 +128,9 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
         raise CdfgnnError(f"method {cfg.method!r} needs a {need}-cut partitioning, "
                           f"partitioner {part.method!r} makes a {part.kind}-cut")
     check_parts_per_worker(cfg, part, method_cls)
+    if cfg.model == "gat" and part.kind != "edge":
+        raise CdfgnnError(f"model 'gat' needs an edge-cut partitioning, partitioner "
+                          f"{part.method!r} makes a {part.kind}-cut")
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
     drop_arcs = build_strategy(cfg.method, cfg.method_params).prepare(graph, part)

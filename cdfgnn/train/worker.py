@@ -63,7 +63,8 @@ def local_data(graph: Graph, book: PartitionBook) -> LocalData:
 
 def model_for(cfg: TrainConfig, graph: Graph):
     return GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
-               cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer)
+               cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer,
+               heads=cfg.heads)
 
 
 def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook) -> TrainPart:
