@@ -73,3 +73,5 @@ def test_sar_refuses_gat_and_vertex_cut(small_graph):
     from cdfgnn.train.run import run_training
     with pytest.raises(CdfgnnError, match="edge-cut"):
         run_training(TrainConfig(method="sar", partitioner="hdrf", epochs=1, workers=2))
+    with pytest.raises(CdfgnnError, match="supports models gcn, sage, not 'gat'"):
+        run_training(TrainConfig(method="sar", model="gat", epochs=1, workers=2))

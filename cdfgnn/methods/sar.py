@@ -76,6 +76,7 @@ class SequentialAggregate(torch.autograd.Function):
 class SAR(SyncStrategy):
     name = "sar"
     partition_kind = "edge"
+    supported_models = ("gcn", "sage")
 
     def __init__(self, **params):
         super().__init__(**params)
