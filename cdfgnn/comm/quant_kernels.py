@@ -29,6 +29,22 @@ def _mix(counter):
     return z ^ (z >> np.uint64(31))
 
 
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def row_min_max(x, lo, hi):
+    """Per-row minimum and maximum of float32 ``x`` [n, d >= 1] (vectorised by LLVM;
+    ``fastmath``: rows holding NaN give unspecified bounds)."""
+    n, d = x.shape
+    for i in range(n):
+        a = x[i, 0]
+        b = x[i, 0]
+        for j in range(1, d):
+            v = x[i, j]
+            a = min(a, v)
+            b = max(b, v)
+        lo[i] = a
+        hi[i] = b
+
+
 @numba.njit(cache=True, nogil=True)
 def encode_rows(x, lo, inv, bits, seed, out):
     """x float32 [n, d]; lo, inv float32 [n]; out uint8 [n, ceil(b d / 8)] (may be a view)."""
@@ -67,15 +83,14 @@ def encode_rows(x, lo, inv, bits, seed, out):
 def decode_rows(packed, lo, scale, bits, out):
     """packed uint8 [n, ceil(b d / 8)] (may be a view); out float32 [n, d]."""
     n, d = out.shape
-    per = 8 // bits
-    mask = (1 << bits) - 1
+    shift = 3 if bits == 1 else 2 if bits == 2 else 1 if bits == 4 else 0  # log2(8 / bits)
+    low = (1 << shift) - 1
+    mask = np.uint8((1 << bits) - 1)
     for i in range(n):
         lo_i = lo[i]
         s_i = scale[i]
-        for b in range(packed.shape[1]):
-            byte = np.int64(packed[i, b])
-            j0 = b * per
-            for k in range(per):
-                j = j0 + k
-                if j < d:
-                    out[i, j] = np.float32((byte >> (k * bits)) & mask) * s_i + lo_i
+        row = packed[i]
+        o = out[i]
+        for j in range(d):
+            q = (row[j >> shift] >> np.uint8((j & low) * bits)) & mask
+            o[j] = np.float32(q) * s_i + lo_i
