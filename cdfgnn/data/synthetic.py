@@ -296,6 +296,8 @@ def sample_sbm_edges(blocks: np.ndarray, theta: np.ndarray, num_edges: float, ho
     total = cum[-1]
     c_start, c_mass, c_end = _ranges(communities, theta, int(communities.max()) + 1)
     b_start, b_mass, b_end = _ranges(blocks, theta, nb)
+    c_size = np.bincount(communities)[communities].astype(np.float64)
+    p_comm = np.minimum(1.0, 0.5 * c_size / np.maximum(theta, 1e-12))
     # order R: by region
     order_r = np.argsort(regions, kind="stable")
     cum_r = np.cumsum(theta[order_r])
@@ -311,7 +313,9 @@ def sample_sbm_edges(blocks: np.ndarray, theta: np.ndarray, num_edges: float, ho
         src = np.repeat(nodes, rng.poisson(theta * (want / total)))
         m = src.shape[0]
         homo = rng.random(m) < homophily
-        in_comm = homo & (rng.random(m) < community_frac)
+        # a hub cannot find theta distinct neighbours in a small community: the share of
+        # its stubs kept there shrinks to about half the community's size
+        in_comm = homo & (rng.random(m) < community_frac * p_comm[src])
         local = ~homo & (rng.random(m) < region_frac)
         u = rng.random(m)
         # range of each draw: community, block (order A), region (order R), or all (A)
@@ -388,7 +392,7 @@ def close_triangles(src: np.ndarray, dst: np.ndarray, n: int, extra: int, blocks
         j = rng.integers(0, deg[v] - 1)
         j += j >= i
         a, b = indices[indptr[v] + i], indices[indptr[v] + j]
-        keep = (blocks[a] == blocks[b]) | (rng.random(k) < cross_accept)
+        keep = ((blocks[a] == blocks[b]) | (rng.random(k) < cross_accept)) & (a != b)
         a, b = a[keep], b[keep]
         new = unique_sorted(np.minimum(a, b) * n + np.maximum(a, b))
         before = keys.shape[0]
