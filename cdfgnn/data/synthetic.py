@@ -17,21 +17,35 @@ Generative model (all steps vectorised numpy, one ``SeedSequence`` per twin and 
 2. **Degree propensities.** ``theta_i = (1-u)^(-1/(gamma-1))`` (Pareto, so
    ``P(theta) ∝ theta^-gamma``), rescaled to mean ``d`` (the target average degree) and
    clipped at ``d_max = max_degree_frac * N`` with a few rescale/clip rounds.
-3. **Edges (Chung-Lu inside an SBM).** Vertex i emits ``Poisson(theta_i M / sum(theta))``
-   edge stubs, ``M = N d / 2``. With probability ``homophily`` a stub's other end is drawn
-   ∝ theta inside the source's block, otherwise ∝ theta over all vertices; both draws are
-   one ``searchsorted`` into the cumulative theta of the vertices sorted by block, so
-   expected degrees stay ∝ theta. Self-loops and duplicate pairs are dropped and the
-   deficit is re-sampled (a few rounds) so ``2|E|/|V| ≈ d``. Duplicates fall mostly
+3. **Edges (Chung-Lu inside a nested SBM, v2).** Each class block is split into
+   communities of mean size ``COMMUNITY_DEGREES * d`` (log-normal sizes), and every
+   vertex gets a label-independent *region* (``N / sqrt(N * community size)``
+   regions). Vertex i emits ``Poisson(theta_i M' / sum(theta))`` edge stubs,
+   ``M' = (1 - closure_frac) N d / 2``. A stub is homophilous with probability
+   ``homophily``: it then stays in the source's community with probability
+   ``community_frac`` (times ``min(1, community size / (2 theta_i))``, so a hub is not
+   asked for more distinct neighbours than its community has), else goes anywhere in
+   the block; any other stub goes into the source's region with probability
+   ``region_frac``, else anywhere. Each draw is ∝ theta within its range: one
+   ``searchsorted`` into the cumulative theta of the vertices sorted by community (or
+   by region), so expected degrees stay ∝ theta. Self-loops and duplicate pairs are
+   dropped and the deficit is re-sampled (a few rounds). Then **triangle closure**
+   adds the remaining ``closure_frac`` of the edges: a centre v uniform over vertices
+   of degree >= 2, two random neighbours u, w of v, edge u-w (a wedge whose ends are
+   in different blocks is closed with probability :func:`closure_cross_accept`, which
+   keeps the closed edges' homophily near ``homophily``). Duplicates fall mostly
    inside blocks, so the realised edge homophily is somewhat below ``homophily`` on
    dense small graphs (label noise lowers the label-measured value further).
+   v1 (``dcsbm-powerlaw-v1``) had no communities, regions or closure: no locality
+   finer than the classes (issue 11; docs/methods.md has v1 -> v2 measurements).
 4. **Features.** ``x_i = snr * mu_{b_i} + eps_i`` with unit-norm random block centroids
    ``mu`` and ``eps ~ N(0, I_F)``. Pairwise class separation of one vertex is therefore
    ``~ snr * sqrt(2)`` noise standard deviations: a per-vertex classifier is well above
    chance but noisy, and averaging homophilous neighbours (what a GCN layer does)
    sharpens it. Multi-label twins add ``label_snr * (Y_i E) / sqrt(|Y_i|)`` with random
    unit label embeddings ``E`` so labels beyond the block's typical ones are learnable.
-   Friendster's twin uses pure N(0,1) features and uniform labels (timing only).
+   Friendster's twin uses pure N(0,1) features and uniform labels independent of its
+   latent blocks (``meta["timing_only"]``).
 5. **Split.** A random permutation cut at the real dataset's train/val/test ratios.
 
 ``scale`` changes only N: feature width, classes, split ratios, degree exponent and
