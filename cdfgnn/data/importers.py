@@ -93,6 +93,9 @@ def import_graph(path: str | Path, fmt: str | None = None, *, features: str | Pa
         raise CdfgnnError(f"{path}: unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
     if not path.exists():
         raise CdfgnnError(f"{path}: file does not exist")
+    for flag, value in (("--num-features", num_features), ("--num-classes", num_classes)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise CdfgnnError(f"{flag} must be a positive integer, got {value!r}")
     name = name or _stem(path)
     show = sys.stderr.isatty() if progress is None else progress
     fx = _read_table(features, "features") if features is not None else None
