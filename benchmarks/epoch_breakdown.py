@@ -2,12 +2,13 @@
 halo exchange, gradient all-reduce, optimizer, and the rest, per rank.
 
 Each rank runs the ordinary engine (``rank_main``) under a ``TorchDispatchMode`` that
-times every aten op by category; dropout (a numba kernel, no aten op) and the Adam
+times every matrix product (sparse: SpMM; dense) in wall and thread-CPU time; dropout (a numba kernel, no aten op) and the Adam
 step are timed by wrapping them; exchange and all-reduce are the communicator's own
 timers (``comm_s``, ``reduce_s`` of the epoch). "other" is the epoch's wall time
 minus all of these (ReLU, loss, bias and self terms, autograd bookkeeping, and the
 profiler's own per-op overhead, which is why an unprofiled run of the same
-configuration is timed too).
+configuration is timed too). A second table gives the same in the rank thread's CPU
+time, which a shared machine disturbs far less than wall time.
 
 Usage: python benchmarks/epoch_breakdown.py [--nodes 50000] [--workers 2]
            [--backend process] [--dropout 0.5] [--epochs 8]
@@ -26,16 +27,27 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-CATEGORIES = ("spmm", "dense", "dropout", "exchange", "allreduce", "optimizer", "other")
 _MATMULS = {"mm", "addmm", "bmm", "matmul", "baddbmm"}
 _local = threading.local()
 _original: list = [None]  # the engine's rank_main while it is replaced in this process
 
 
+_TIMED = ("spmm", "dense", "dropout", "optimizer")  # timed here; the rest from the epoch
+
+
+def _fresh() -> dict[str, float]:
+    return {f"{k}_{c}": 0.0 for k in _TIMED for c in ("wall", "cpu")}
+
+
 def _counters() -> dict[str, float]:
     if not hasattr(_local, "now"):
-        _local.now, _local.epochs, _local.region = dict.fromkeys(CATEGORIES, 0.0), [], None
+        _local.now, _local.epochs, _local.region = _fresh(), [], None
     return _local.now
+
+
+def _add(c: dict[str, float], category: str, w0: float, c0: float) -> None:
+    c[f"{category}_wall"] += time.perf_counter() - w0
+    c[f"{category}_cpu"] += time.thread_time() - c0
 
 
 class _OpTimer(TorchDispatchMode):
@@ -46,9 +58,9 @@ class _OpTimer(TorchDispatchMode):
         if name not in _MATMULS or _local.region is not None:
             return func(*args, **(kwargs or {}))
         sparse = any(isinstance(a, torch.Tensor) and a.layout != torch.strided for a in args)
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.thread_time()
         out = func(*args, **(kwargs or {}))
-        _counters()["spmm" if sparse else "dense"] += time.perf_counter() - t0
+        _add(_counters(), "spmm" if sparse else "dense", w0, c0)
         return out
 
 
@@ -59,15 +71,15 @@ def _timed_region(category: str, fn, end_of_epoch: bool = False):
         if _local.region is not None:  # nested: the outer region counts it
             return fn(*args, **kwargs)
         _local.region = category
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
-            c[category] += time.perf_counter() - t0
+            _add(c, category, w0, c0)
             _local.region = None
             if end_of_epoch:  # the optimizer step closes the epoch's timed section
                 _local.epochs.append(dict(c))
-                _local.now = dict.fromkeys(CATEGORIES, 0.0)
+                _local.now = _fresh()
     wrapper.__wrapped_by_breakdown__ = True
     return wrapper
 
@@ -106,19 +118,26 @@ def run(graph, part, cfg, profiled: bool) -> list[dict]:
         worker.rank_main = original
 
 
-def summarise(results: list[dict], warmup: int) -> dict[str, dict[str, float]]:
-    """Per rank: median over the timed epochs of each category, in ms."""
+def summarise(results: list[dict], warmup: int, clock: str) -> dict[str, dict[str, float]]:
+    """Per rank: median over the timed epochs of each category, in ms.
+
+    ``wall``: wall time, exchange and all-reduce from the communicator's timers, other =
+    epoch wall time minus the rest. ``cpu``: the rank thread's CPU time (steadier on a
+    shared machine); exchange and all-reduce are then part of "other" (CPU spent in the
+    communicator), and the epoch total is the epoch's CPU time.
+    """
     out = {}
     for r in results:
         rows = []
         for times, parts in list(zip(r["times"], r["breakdown"]))[warmup:]:
-            row = {k: parts[k] for k in ("spmm", "dense", "dropout", "optimizer")}
-            row["exchange"], row["allreduce"] = times["comm_s"], times["reduce_s"]
-            row["other"] = times["wall_s"] - sum(row.values())
-            row["wall"] = times["wall_s"]
+            row = {k: parts[f"{k}_{clock}"] for k in _TIMED}
+            if clock == "wall":
+                row["exchange"], row["allreduce"] = times["comm_s"], times["reduce_s"]
+            row["other"] = times[f"{clock}_s"] - sum(row.values())
+            row["epoch"] = times[f"{clock}_s"]
             rows.append(row)
         out[f"rank{r['rank']}"] = {k: float(np.median([row[k] for row in rows])) * 1e3
-                                   for k in (*CATEGORIES, "wall")}
+                                   for k in rows[0]}
     return out
 
 
@@ -151,12 +170,15 @@ def main() -> None:
           f"one thread per rank; median of epochs {args.warmup}..{args.epochs - 1}")
     plain = run(graph, part, cfg, profiled=False)
     walls = [max(r["times"][e]["wall_s"] for r in plain) for e in range(args.warmup, args.epochs)]
-    table = summarise(run(graph, part, cfg, profiled=True), args.warmup)
-    print(f"{'ms per epoch':14s}" + "".join(f"{k:>10s}" for k in (*CATEGORIES, "wall")))
-    for rank, row in table.items():
-        print(f"{rank:14s}" + "".join(f"{row[k]:10.1f}" for k in (*CATEGORIES, "wall")))
-    print(f"unprofiled epoch (max over ranks, median): {np.median(walls) * 1e3:.1f} ms")
-    print(json.dumps({"ranks": table, "unprofiled_epoch_ms": float(np.median(walls)) * 1e3}))
+    results = run(graph, part, cfg, profiled=True)
+    tables = {clock: summarise(results, args.warmup, clock) for clock in ("wall", "cpu")}
+    for clock, table in tables.items():
+        cols = list(next(iter(table.values())))
+        print(f"{'ms (' + clock + ')':14s}" + "".join(f"{k:>10s}" for k in cols))
+        for rank, row in table.items():
+            print(f"{rank:14s}" + "".join(f"{row[k]:10.1f}" for k in cols))
+    print(f"unprofiled epoch (max over ranks, median): {np.median(walls) * 1e3:.1f} ms wall")
+    print(json.dumps({**tables, "unprofiled_epoch_wall_ms": float(np.median(walls)) * 1e3}))
 
 
 if __name__ == "__main__":
