@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.models.dropout import dropout_key, dropout_mask
+from cdfgnn.models import dropout as counter_dropout
 from cdfgnn.models.layers import LAYERS
 from cdfgnn.models.propagate import Propagator
 
@@ -26,6 +26,8 @@ class GNN(nn.Module):
         self.dropout = dropout
         self.seed = seed
         self.epoch = 0  # set by the trainer: dropout masks depend on it
+        if dropout > 0:
+            counter_dropout.warm_up()  # load the compiled kernel before any timed epoch
 
     def forward(self, x: torch.Tensor, props: Propagator | Sequence[Propagator]) -> torch.Tensor:
         if isinstance(props, Propagator):
@@ -35,8 +37,8 @@ class GNN(nn.Module):
         h = x
         for i, (layer, prop) in enumerate(zip(self.layers, props)):
             if self.training and self.dropout > 0:
-                key = dropout_key(self.seed, self.epoch, i)
-                h = h * dropout_mask(prop.input_ids, h.shape[1], self.dropout, key)
+                key = counter_dropout.dropout_key(self.seed, self.epoch, i)
+                h = counter_dropout.dropout(h, prop.input_ids, self.dropout, key)
             h = layer(h, prop, i)
             if i < len(self.layers) - 1:
                 h = torch.relu(h)

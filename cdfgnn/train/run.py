@@ -68,6 +68,7 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
     graph = load_graph(cfg)
     estimate_mb = _check_memory(cfg, graph)  # a lower bound: fails at once if the graph cannot fit
     from cdfgnn.data.stats import graph_stats
+    from cdfgnn.models.dropout import DROPOUT_VERSION
     t0 = time.perf_counter()
     if cfg.trainer == "distributed":
         body = _run_distributed(cfg, graph)
@@ -86,6 +87,7 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
         "provenance": provenance(cfg.backend if cfg.trainer == "distributed" else "none",
                                  cfg.device),
         "graph": graph_stats(graph),
+        "model": {"dropout": cfg.dropout, "dropout_version": DROPOUT_VERSION},
         "total_seconds": time.perf_counter() - t0,
         **body,
     }
