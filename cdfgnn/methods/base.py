@@ -15,6 +15,7 @@ hook                        called                          overridden by (examp
                             (``t``: training or eval)       sync), DropEdge-K, BNS-GCN
 ``on_epoch_start(e)``       every epoch, before forward     sampling, sync schedules
 ``aggregate(prop, ...)``    every layer's aggregation       SAR (one peer at a time)
+``attend(prop, t, fn, l)``  every GAT layer's attention     (methods that cannot run GAT)
 ``halo_rows`` /             edge-cut sync points            broadcast peers (CAGNET,
 ``halo_grads``              (forward / backward)            Sancus)
 ``replica_sync``            vertex-cut sync points          the CDFGNN cache
@@ -205,6 +206,10 @@ class SyncStrategy:
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         """``A_norm @ expand(t)``: the layer's neighbour aggregation."""
         return prop.matrix(norm) @ prop.expand(t, layer)
+
+    def attend(self, prop, t: torch.Tensor, fn, layer: int) -> torch.Tensor:
+        """Attention (GAT): ``fn(expand(t), prop)``, the edge softmax over local + halo rows."""
+        return fn(prop.expand(t, layer), prop)
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
         """Edge-cut forward: the halo rows each peer delivers (aligned with ``recv_idx``)."""

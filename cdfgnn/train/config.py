@@ -70,13 +70,19 @@ class TrainConfig:
     method_params: dict[str, Any] = field(default_factory=dict, metadata=option(
         "method parameter (repeatable)", "technique and model", flag="--method-param",
         metavar="KEY=VALUE"))
-    model: str = field(default="gcn", metadata=option("gcn | sage | ...", "technique and model",
+    model: str = field(default="gcn", metadata=option("gcn | sage | gat", "technique and model",
                                                       grid=True))
+    heads: int = field(default=1, metadata=option(
+        "attention heads of a gat model (averaged)", "technique and model", grid=True))
     layers: int = field(default=2, metadata=option("GNN layers", "technique and model", grid=True))
     hidden: int = field(default=64, metadata=option("hidden width", "technique and model",
                                                     grid=True))
     dropout: float = field(default=0.0, metadata=option("dropout rate in [0, 1)",
                                                         "technique and model", grid=True))
+    precompute_first_layer: bool = field(default=False, metadata=option(
+        "compute the first layer's neighbour aggregation of the input features once, "
+        "with the full halo, before training; the first layer then exchanges nothing",
+        "technique and model", grid=True))
     lr: float = field(default=0.01, metadata=option("Adam learning rate", "technique and model",
                                                     grid=True))
     weight_decay: float = field(default=0.0, metadata=option(
@@ -113,6 +119,11 @@ class TrainConfig:
         from cdfgnn.models import MODELS
         if self.model not in MODELS:
             raise CdfgnnError(f"unknown model {self.model!r}; valid: {', '.join(MODELS)}")
+        if self.heads < 1:
+            raise CdfgnnError(f"--heads must be >= 1, got {self.heads}")
+        if self.heads != 1 and self.model != "gat":
+            raise CdfgnnError(f"--heads {self.heads} applies to --model gat only, "
+                              f"not {self.model!r}")
         if self.layers < 1:
             raise CdfgnnError(f"--layers must be >= 1, got {self.layers}")
         if self.hidden < 1:
@@ -123,6 +134,9 @@ class TrainConfig:
             raise CdfgnnError(f"unknown backend {self.backend!r}; valid: process, thread")
         if self.trainer not in TRAINERS:
             raise CdfgnnError(f"unknown trainer {self.trainer!r}; valid: {', '.join(TRAINERS)}")
+        if self.precompute_first_layer and self.trainer == "minibatch":
+            raise CdfgnnError("--precompute-first-layer applies to full-batch trainers "
+                              "(distributed, full-graph), not to --trainer minibatch")
         if self.eval_every < 1:
             raise CdfgnnError(f"--eval-every must be >= 1, got {self.eval_every}")
         if self.batch_size < 1:

@@ -130,6 +130,9 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
         raise CdfgnnError(f"method {cfg.method!r} needs a {need}-cut partitioning, "
                           f"partitioner {part.method!r} makes a {part.kind}-cut")
     check_parts_per_worker(cfg, part, method_cls)
+    if cfg.model == "gat" and part.kind != "edge":
+        raise CdfgnnError(f"model 'gat' needs an edge-cut partitioning, partitioner "
+                          f"{part.method!r} makes a {part.kind}-cut")
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
     drop_arcs = build_strategy(cfg.method, cfg.method_params).prepare(graph, part)
@@ -237,7 +240,8 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
         "ranks": ranks,
         "comm": {"per_epoch": {**per_epoch, "rows_sent": rows_sent}, "by_tag": by_tag,
                  "exact_rows": _sum_dicts([res.get("sync_rows", {}) for res in results]),
-                 "epochs": _epoch_series(results, host)},
+                 "epochs": _epoch_series(results, host),
+                 "precompute": _precompute_traffic(results)},
         "model_time": {"profile": cfg.network, "epoch_s": modelled, "comm_s": comm_model,
                        "compute_s": compute_cpu, "overlap": overlap,
                        "slowdown": [float(x) for x in slow]},
@@ -279,6 +283,17 @@ def _epoch_series(results: list[dict], host: np.ndarray) -> list[dict[str, Any]]
                     rw = np.asarray(d["rows"], dtype=float)
                     rows[tag] = rows.get(tag, 0.0) + float(rw.sum() - rw[r])
         out.append({"epoch": e, "rows": rows, **link})
+    return out
+
+
+def _precompute_traffic(results: list[dict]) -> dict[str, float]:
+    """Bytes and rows sent once, before epoch 0, by the first-layer precompute (all ranks)."""
+    out = {"bytes": 0.0, "rows": 0.0}
+    for r, res in enumerate(results):
+        for d in (res.get("precompute_traffic") or {}).values():
+            for f in out:
+                v = np.asarray(d[f], dtype=float)
+                out[f] += float(v.sum() - v[r])
     return out
 
 

@@ -63,7 +63,8 @@ def local_data(graph: Graph, book: PartitionBook) -> LocalData:
 
 def model_for(cfg: TrainConfig, graph: Graph):
     return GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
-               cfg.dropout, cfg.seed)
+               cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer,
+               heads=cfg.heads)
 
 
 def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook) -> TrainPart:
@@ -79,10 +80,13 @@ def full_graph_counter(graph: Graph):
 
     prop = FullGraphPropagator(graph.indptr, graph.indices)
     data = full_graph_data(graph)
+    pre = {}
 
     def counts(model: GNN) -> torch.Tensor:
         prop.use_view(prop.base_view.but(training=False))
-        return metric_counts(model(data.x, prop), data)
+        if model.precompute_first_layer and "pre" not in pre:
+            pre["pre"] = model.precompute(data.x, prop)
+        return metric_counts(model(data.x, prop, pre=pre.get("pre")), data)
 
     return counts
 
@@ -111,6 +115,7 @@ def rank_main(comm, job: RankJob) -> dict:
         "epochs": res.epochs,
         "times": [t.as_dict() for t in res.times],
         "traffic": res.traffic,
+        "precompute_traffic": res.precompute_traffic,
         "final_state": res.final_state if comm.rank == 0 else None,
         "peak_rss_mb": peak_rss_mb(),
         "local_rows": sum(b.num_local for b in books),
