@@ -9,15 +9,16 @@ epoch, i, q), so owner and receiver draw the same sample without exchanging ids
 (the ids the real system sends are a few bytes per row and are not modelled).
 
 Scaling (``scaling``, not fixed by the Sylvie digest): ``inverse-rate`` (default)
-multiplies the kept halo columns of the normalised adjacency by ``1/rate`` and keeps
-the global degrees, so the aggregation is an unbiased estimate of the full one;
-``none`` keeps the kept columns' weights unchanged (dropped neighbours count as 0).
+multiplies every kept halo row by ``1/rate`` on receipt (and its gradient by
+``1/rate`` before it is returned, the adjoint) and keeps the global degrees, so the
+aggregation is an unbiased estimate of the full one; ``none`` keeps kept rows as they
+are (dropped neighbours count as 0). Dropped rows are zeros: the same as removing
+their edges for GCN and GraphSAGE, with no per-epoch rebuild of the local graph.
 ``rate=1.0`` keeps every row with weight 1: the method is then ``exact``.
 Evaluation uses the full graph (exact sync), as the engine does for every method.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
@@ -40,7 +41,7 @@ class BNSGCN(SyncStrategy):
         "rate": Param(0.1, float, check=lambda r: 0.0 < r <= 1.0, expect="in (0, 1]",
                       doc="probability that a boundary row is kept in an epoch"),
         "scaling": Param("inverse-rate", str, choices=("inverse-rate", "none"),
-                         doc="weight of a kept boundary column: 1/rate (unbiased) or 1"),
+                         doc="weight of a kept boundary row: 1/rate (unbiased) or 1"),
     }
 
     def setup(self, ctx) -> None:
@@ -65,18 +66,10 @@ class BNSGCN(SyncStrategy):
         self._keep_send = [self._mask(len(i), q, me) for q, i in enumerate(self.book.send_idx)]
         self._sampled_epoch = epoch
 
-    def local_view(self, view, training: bool):
-        if not training:
-            return view
-        scale = np.ones(view.num_in, dtype=np.float64)
-        weight = 1.0 / self.params["rate"] if self.params["scaling"] == "inverse-rate" else 1.0
-        for idx, keep in zip(self.book.recv_idx, self._keep_recv):
-            k = keep.numpy()
-            scale[idx[k]] = weight
-            scale[idx[~k]] = 0.0
-        if view.col_scale is not None:
-            scale = scale * view.col_scale
-        return view.but(col_scale=scale, key=("bns-gcn", self.epoch, view.key))
+    @property
+    def weight(self) -> float:
+        """Weight of a kept boundary row: 1/rate (unbiased) or 1."""
+        return 1.0 / self.params["rate"] if self.params["scaling"] == "inverse-rate" else 1.0
 
     # ------------------------------------------------------------ sync points
     def index_lists(self, key: SyncKey) -> tuple[list, list]:
@@ -91,23 +84,25 @@ class BNSGCN(SyncStrategy):
         if not key.training:
             return super().halo_rows(prop, t, key)
         out = [t[i[k]] if k.any() else None for i, k in zip(prop.send, self._keep_send)]
-        return _widen(self.exchange(key, out), self._keep_recv, t.shape[1], t.dtype)
+        return _widen(self.exchange(key, out), self._keep_recv, t.shape[1], self.weight)
 
     def halo_grads(self, prop, grad_halo: list, key: SyncKey) -> list:
-        out = [None if g is None or not k.any() else g[k]
+        # the adjoint of the forward's weighting: d(w x)/dx = w, applied before sending
+        w = self.weight
+        out = [None if g is None or not k.any() else (g[k] * w if w != 1.0 else g[k])
                for g, k in zip(grad_halo, self._keep_recv)]
-        width = key.width
-        return _widen(self.exchange(key, out), self._keep_send, width, torch.float32)
+        return _widen(self.exchange(key, out), self._keep_send, key.width, 1.0)
 
 
-def _widen(incoming: list, keep: list[torch.Tensor], width: int, dtype) -> list:
-    """Rows received for the kept entries -> full blocks (zeros where not kept)."""
+def _widen(incoming: list, keep: list[torch.Tensor], width: int, weight: float) -> list:
+    """Rows received for the kept entries -> full blocks, times ``weight`` (zeros where
+    not kept)."""
     out = []
     for rows, k in zip(incoming, keep):
         if rows is None or k.numel() == 0:
             out.append(None)
             continue
-        full = torch.zeros((k.numel(), width), dtype=dtype)
-        full[k] = rows.to(dtype)
+        full = torch.zeros((k.numel(), width), dtype=rows.dtype)
+        full[k] = rows * weight if weight != 1.0 else rows
         out.append(full)
     return out
