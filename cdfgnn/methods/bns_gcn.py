@@ -64,6 +64,8 @@ class BNSGCN(SyncStrategy):
         me = self.ctx.part
         self._keep_recv = [self._mask(len(i), me, q) for q, i in enumerate(self.book.recv_idx)]
         self._keep_send = [self._mask(len(i), q, me) for q, i in enumerate(self.book.send_idx)]
+        self._lists = ([i[k.numpy()] for i, k in zip(self.book.send_idx, self._keep_send)],
+                       [i[k.numpy()] for i, k in zip(self.book.recv_idx, self._keep_recv)])
         self._sampled_epoch = epoch
 
     @property
@@ -76,8 +78,7 @@ class BNSGCN(SyncStrategy):
         """The sampled lists in training (the codec decodes by their lengths)."""
         if not key.training:
             return super().index_lists(key)
-        send = [i[k.numpy()] for i, k in zip(self.book.send_idx, self._keep_send)]
-        recv = [i[k.numpy()] for i, k in zip(self.book.recv_idx, self._keep_recv)]
+        send, recv = self._lists
         return (recv, send) if key.direction == "bwd" else (send, recv)
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
