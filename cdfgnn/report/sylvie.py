@@ -312,7 +312,7 @@ def fig1(inputs, params, out, md_out) -> None:
         ax.bar(x, hidden, bottom=comp - hidden, label="overlapped", color="none",
                edgecolor="k", hatch="//")
         ax.bar(x, red, bottom=comp + comm - hidden, label="all-reduce", color="C2")
-        for xi, (tot, acc) in enumerate(zip(g["modelled_s"], g["test_mean"])):
+        for xi, (tot, acc) in enumerate(zip(comp + comm - hidden + red, g["test_mean"])):
             ax.text(xi, tot * 1.02, f"{100 * acc:.1f}%", ha="center", fontsize=8)
         ax.set_xticks(x, list(g["system"]), fontsize=8)
         ax.set_ylabel("modelled epoch time (s)")
