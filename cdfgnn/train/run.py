@@ -226,7 +226,11 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
             if _is_vertex_tag(tag):
                 rows_sent += float(tr["rows"].sum() - tr["rows"][r])
         ranks.append({"rank": r, "host": int(host[r]), **t,
-                      "modelled_comm_s": comm_model[-1], "peak_rss_mb": res["peak_rss_mb"],
+                      "modelled_comm_s": comm_model[-1],
+                      # its two parts: vertex rows (+ codec/cache CPU time) and the rest
+                      "modelled_vertex_s": float(vertex_s.mean()) if len(timed) else 0.0,
+                      "modelled_reduce_s": float(reduce_s.mean()) if len(timed) else 0.0,
+                      "peak_rss_mb": res["peak_rss_mb"],
                       "local_rows": res["local_rows"], "owned_rows": res["owned_rows"],
                       "parts": res.get("parts", [r])})
     modelled = float(epoch_rank[sl].max(axis=1).mean()) if len(timed) else 0.0
