@@ -173,3 +173,31 @@ class CoFree(SyncStrategy):
         if j not in self._views:
             self._views[j] = masked_csr(self._indptr, self._indices, self._masks[j])
         return self._view(view, ("cofree-dropedge", j), *self._views[j])
+
+
+@METHODS.register("cofree-edgecut")
+class CoFreeEdgeCut(SyncStrategy):
+    """The "Edge Cut" row of CoFree Table 4 (digest Q13): a node partition (METIS), each
+    part trained alone on its induced subgraph (cross edges dropped, no halo rows, local
+    degrees), every vertex once (its owner), weight 1; Cluster-GCN-style partition
+    training with the weight gradients all-reduced."""
+
+    name = "cofree-edgecut"
+    partition_kind = "edge"
+    communication_free = True
+    full_graph_eval = True
+    default_partitioner = "metis"
+
+    def setup(self, ctx) -> None:
+        super().setup(ctx)
+        book = ctx.book
+        keep = book.adj_indices < book.num_owned
+        self._csr = masked_csr(book.adj_indptr, book.adj_indices, keep)
+
+    def local_view(self, view, training: bool):
+        if not training:
+            return view
+        indptr, indices = self._csr
+        deg = np.diff(indptr)
+        return view.but(key=("cofree-edgecut", view.key), indptr=indptr, indices=indices,
+                        row_deg=deg, col_deg=deg, num_in=view.num_out, sync=False)
