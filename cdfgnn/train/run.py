@@ -98,7 +98,10 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
 
 def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     from cdfgnn.train.oracle import train_full_graph, train_minibatch
-    res = (train_full_graph if cfg.trainer == "full-graph" else train_minibatch)(graph, cfg)
+    from cdfgnn.train.sampling_baselines import SAMPLING_TRAINERS
+    trainers = {"full-graph": train_full_graph, "minibatch": train_minibatch,
+                **SAMPLING_TRAINERS}
+    res = trainers[cfg.trainer](graph, cfg)
     sl = timed_slice(cfg.epochs, cfg.warmup)
     t = mean_times(res["times"], sl)
     peak = peak_rss_mb()
