@@ -61,6 +61,12 @@ def local_data(graph: Graph, book: PartitionBook) -> LocalData:
     )
 
 
+def model_shape(cfg: TrainConfig, graph: Graph) -> dict:
+    """What a strategy may know of the model: widths of every layer's input, dropout."""
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    return {"model": cfg.model, "dims": dims, "dropout": float(cfg.dropout)}
+
+
 def model_for(cfg: TrainConfig, graph: Graph):
     return GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
                cfg.dropout, cfg.seed)
@@ -69,7 +75,8 @@ def model_for(cfg: TrainConfig, graph: Graph):
 def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook) -> TrainPart:
     """Strategy, propagator and data of one part on this rank."""
     strategy = build_strategy(cfg.method, cfg.method_params)
-    strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank))
+    strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank,
+                               extra=model_shape(cfg, graph)))
     return TrainPart(make_propagator(book, strategy), local_data(graph, book), strategy)
 
 
