@@ -94,3 +94,38 @@ def test_pool_policies_keep_what_they_should():
 def test_jaca_bad_parameters_name_the_value(params, match):
     with pytest.raises(CdfgnnError, match=match):
         build_strategy("jaca", params)
+
+
+# ------------------------------------------------------------------ device profiles
+def test_device_profiles_scale_modelled_time(graph_file):
+    from cdfgnn.comm.devices import factors, parse_devices
+
+    slow, xfer = factors(parse_devices("x4", 4), 4)
+    assert slow[0] == pytest.approx(1.0) and slow[2] > 1.0 and xfer[3] == pytest.approx(
+        (0.1175 + 0.1198 + 0.1184 + 0.1193) / 2 / (sum([.1184, .1196, .1198, .1188, .1224, .1194,
+                                                      .1217, .1207, .1207, .1198, .1242, .1208]) / 6))
+    slow8, _ = factors(parse_devices("x8", 8), 8)
+    assert slow8[-1] > 3.0                                   # GTX 1660Ti vs RTX 3090
+    _, plain = _run(graph_file, epochs=3, warmup=0)
+    _, het = _run(graph_file, epochs=3, warmup=0, devices="r9,r9,g6,g6")
+    assert het["model_time"]["slowdown"][2] > 3.0
+    assert [d["name"] for d in het["model_time"]["devices"]] == ["rtx3090"] * 2 + ["gtx1660ti"] * 2
+    assert het["model_time"]["transfer"][0] == pytest.approx(1.0)
+    assert plain["model_time"]["devices"] is None
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("x3", r"names 3 device\(s\)"), ("r9,h100,r9,r9", r"unknown device profile 'h100'; valid:")])
+def test_bad_devices_are_named(spec, match):
+    with pytest.raises(CdfgnnError, match=match):
+        TrainConfig(workers=4, devices=spec).validate()
+
+
+def test_profile_command_writes_a_loadable_profile(tmp_path):
+    from cdfgnn.cli import main
+    from cdfgnn.comm.devices import get_device
+
+    out = tmp_path / "me.yaml"
+    assert main(["profile", "--size", "64", "--repeats", "2", "--out", str(out)]) == 0
+    prof = get_device(str(out))
+    assert prof.mm_s > 0 and prof.spmm_s > 0 and prof.idt_s > 0
