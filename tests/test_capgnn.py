@@ -129,3 +129,39 @@ def test_profile_command_writes_a_loadable_profile(tmp_path):
     assert main(["profile", "--size", "64", "--repeats", "2", "--out", str(out)]) == 0
     prof = get_device(str(out))
     assert prof.mm_s > 0 and prof.spmm_s > 0 and prof.idt_s > 0
+
+
+# ------------------------------------------------------------------ RAPA and CaPGNN
+def test_rapa_without_pruning_equals_exact_and_pruning_balances(graph_file, small_graph):
+    from cdfgnn.comm.devices import parse_devices
+    from cdfgnn.methods.rapa import rapa_prune
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+
+    ref, _ = _run(graph_file, devices="r9,r9,g6,g6")
+    same, rec = _run(graph_file, "rapa", {"prune": False}, devices="r9,r9,g6,g6")
+    np.testing.assert_allclose(same, ref, atol=1e-5)
+    assert "dropped_arcs" not in rec["partition"]
+    got, rec = _run(graph_file, "rapa", devices="r9,r9,g6,g6")
+    info = rec["partition"]["prepare"]["rapa"]
+    assert rec["partition"]["dropped_arcs"] == info["dropped_cross_arcs"] > 0
+    assert info["trace"][-1]["spread"] < info["trace"][0]["spread"]
+    assert np.abs(got - ref).max() > 1e-6                         # lossy
+    # the pure function: the slow devices lose halos, inner arcs are never dropped
+    part = partition_graph(small_graph, "metis", Topology.for_workers(4, 1), seed=0)
+    mask, info = rapa_prune(small_graph, part, parse_devices("r9,r9,g6,g6", 4))
+    owner = part.assignment
+    row, col = small_graph.row_of_arcs(), small_graph.indices
+    assert not (mask & (owner[row] == owner[col])).any()
+    lost = np.bincount(owner[row[mask]], minlength=4)
+    assert lost[2] + lost[3] > lost[0] + lost[1]
+    assert info["trace"][-1]["spread"] < 0.01 or info["iterations"] == 100
+
+
+def test_capgnn_degenerate_equals_exact_and_overlaps(graph_file):
+    ref, _ = _run(graph_file)
+    got, rec = _run(graph_file, "capgnn", {"prune": False, "staleness": 1})
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    assert rec["model_time"]["overlap"]
+    _, full = _run(graph_file, "capgnn", devices="x4")
+    assert full["partition"]["dropped_arcs"] > 0 and full["epochs"][-1]["hit_rate"] == 1.0

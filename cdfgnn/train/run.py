@@ -130,7 +130,9 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     check_parts_per_worker(cfg, part, method_cls)
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
-    drop_arcs = build_strategy(cfg.method, cfg.method_params).prepare(graph, part)
+    preparer = build_strategy(cfg.method, cfg.method_params)
+    preparer.devices = cfg.devices
+    drop_arcs = preparer.prepare(graph, part)
     from cdfgnn.comm.devices import describe, factors, parse_devices
     devices = parse_devices(cfg.devices, cfg.workers)
     slow, xfer = factors(devices, cfg.workers)
@@ -143,6 +145,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     body["summary"]["estimated_memory_mb"] = estimate_mb
     if drop_arcs is not None:
         body["partition"]["dropped_arcs"] = int(np.count_nonzero(drop_arcs))
+    if preparer.prepare_info is not None:
+        body["partition"]["prepare"] = preparer.prepare_info
     return body
 
 
