@@ -165,3 +165,27 @@ def test_capgnn_degenerate_equals_exact_and_overlaps(graph_file):
     assert rec["model_time"]["overlap"]
     _, full = _run(graph_file, "capgnn", devices="x4")
     assert full["partition"]["dropped_arcs"] > 0 and full["epochs"][-1]["hit_rate"] == 1.0
+
+
+# ------------------------------------------------------------------ AdaQP
+def test_adaqp_full_precision_equals_exact_and_adaptive_bits_save_bytes(graph_file):
+    ref, exact = _run(graph_file, dropout=0.0)
+    same, _ = _run(graph_file, "adaqp", {"bits": "32"}, dropout=0.0)
+    np.testing.assert_allclose(same, ref, atol=1e-5)
+    got, rec = _run(graph_file, "adaqp", dropout=0.0)
+    assert _halo_bytes(rec) < 0.25 * _halo_bytes(exact)
+    assert 2.0 <= rec["epochs"][-1]["adaqp_mean_bits"] <= 4.0 + 1e-9
+    assert rec["model_time"]["overlap"]
+    mixed, _ = _run(graph_file, "adaqp", {"bits": "16,32", "budget": 24}, dropout=0.0)
+    assert np.abs(mixed - ref).max() < 1e-2
+
+
+def test_greedy_bit_assignment_spends_the_budget_where_variance_is():
+    from cdfgnn.methods.adaqp import assign_bits
+
+    # message 1 has far larger ranges: it gets the bits; empty messages get 0
+    got = assign_bits([1.0, 100.0, 0.0], [(10, 4), (10, 4), (0, 0)], [1, 1, 1], [2, 4, 8], 5.0)
+    assert got[2] == 0 and got[1] > got[0] and got[1] == 8
+    assert assign_bits([1.0, 1.0], [(10, 4), (10, 4)], [1, 1], [2, 4, 8], 2.0) == [2, 2]
+    with pytest.raises(CdfgnnError, match=r"bit widths \[3\] are not in"):
+        build_strategy("adaqp", {"bits": "2,3"})
