@@ -8,7 +8,8 @@ and intra-device copy (IDT). The registered GPUs carry the paper's Table 1 means
 CPU) and writes a YAML profile that ``--devices`` accepts as a path.
 
 Heterogeneous workers: ``--devices`` gives one profile per rank (comma-separated
-names or aliases, a group of Table 4 such as ``x4``, or YAML paths). The modelled
+names or aliases, a group of Table 4 such as ``x4``, ``table4`` for the group of
+the run's worker count, or YAML paths). The modelled
 time then scales rank r's
 
 * compute by ``compute_factor = (alpha SpMM_r + (1 - alpha) MM_r) / (same of the
@@ -142,15 +143,23 @@ def get_device(spec: str | DeviceProfile) -> DeviceProfile:
     return DEVICE_PROFILES.get(key)
 
 
-def parse_devices(spec: str | list | None, workers: int) -> list[DeviceProfile] | None:
-    """One profile per rank from a group name (``x4``), a comma list, or None."""
+def parse_devices(spec: str | list | None, workers: int | None) -> list[DeviceProfile] | None:
+    """One profile per rank from a group name (``x4``), a comma list, or None
+    (``workers=None``: check the names only, e.g. a pipeline's train block)."""
     if spec is None or spec == "" or spec == []:
         return None
     items = spec if isinstance(spec, list) else [s for s in str(spec).split(",") if s.strip()]
+    if len(items) == 1 and str(items[0]).strip().lower() == "table4":  # the group of P
+        if workers is None:
+            return None
+        if f"x{workers}" not in GROUPS:
+            raise CdfgnnError(f"--devices table4: Table 4 has groups for 2..8 workers, "
+                              f"not {workers}")
+        items = [f"x{workers}"]
     if len(items) == 1 and str(items[0]).strip().lower() in GROUPS:
         items = GROUPS[str(items[0]).strip().lower()]
     profiles = [get_device(s) for s in items]
-    if len(profiles) != workers:
+    if workers is not None and len(profiles) != workers:
         raise CdfgnnError(f"--devices names {len(profiles)} device(s) ({spec!r}), the run has "
                           f"{workers} workers; groups: {', '.join(GROUPS)}")
     return profiles

@@ -81,8 +81,14 @@ class Pool:
             hit &= (epoch - self.stamp[pos]) < staleness
         return hit
 
+    @property
+    def tracks_use(self) -> bool:
+        return self.policy in ("lru", "lfu")
+
     def touch(self, pos: np.ndarray, hit: np.ndarray) -> None:
         """Count requests (LFU) and uses (LRU)."""
+        if not self.tracks_use:
+            return
         self.tick += 1
         self.freq[pos] += 1
         self.last[pos[hit]] = self.tick
@@ -386,7 +392,8 @@ class Jaca(SyncStrategy):
                 spool = self.shared.pools[layer]
                 spos = self.shared_pos[need]
                 sh = spool.fresh(spos, epoch, s, volatile)
-                self.shared.stage(self.comm.rank, layer, "touch", spos, sh)
+                if spool.tracks_use:
+                    self.shared.stage(self.comm.rank, layer, "touch", spos, sh)
                 if sh.any():
                     got = need[sh]
                     rows_s = spool.get(spos[sh])
@@ -413,6 +420,8 @@ class Jaca(SyncStrategy):
         self._sent[layer] = (miss, sels)
         with self.comm.overhead("cache"):
             width = key.width
+            if n and hit_l.all():     # steady state: the local pool holds every halo row, in order
+                return local.rows
             out = torch.zeros(n, width)
             if hit_l.any():
                 out[torch.from_numpy(hit_l)] = local.get(np.flatnonzero(hit_l))

@@ -142,7 +142,7 @@ class TrainConfig:
                               "engine runs on the CPU only (GPU runs are a roadmap item)")
         if self.devices:
             from cdfgnn.comm.devices import parse_devices
-            parse_devices(self.devices, self.workers)
+            parse_devices(self.devices, None)   # names here; the count when the run starts
         if self.warmup < 0:
             raise CdfgnnError(f"--warmup must be >= 0, got {self.warmup}")
         if self.memory_budget is not None:
