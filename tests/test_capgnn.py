@@ -35,9 +35,12 @@ def _halo_bytes(rec) -> float:
 @pytest.mark.parametrize("model", ["gcn", "sage"])
 def test_jaca_degenerate_settings_equal_exact(graph_file, model):
     ref, exact = _run(graph_file, model=model)
-    for params in ({"cache": "input"}, {"staleness": 1}, {"staleness": 1, "backward": "fresh"}):
+    for params in ({"cache": "input"}, {"staleness": 1}, {"staleness": 1, "backward": "fresh"},
+                   {"staleness": 1, "cache": "messages"}):
         got, rec = _run(graph_file, "jaca", params, model=model)
         np.testing.assert_allclose(got, ref, atol=1e-5, err_msg=str(params))
+    assert rec["epochs"][-1]["hit_l0"] == 0.0          # messages, refreshed every epoch
+    _, rec = _run(graph_file, "jaca", {"staleness": 1}, model=model)
     # input features come from the caches after epoch 0: hit rate 1 on layer 0
     assert rec["epochs"][-1]["hit_l0"] == 1.0
     assert rec["epochs"][-1]["hit_l1"] == 0.0          # staleness 1: never a fresh hit

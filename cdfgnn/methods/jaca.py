@@ -9,13 +9,15 @@ Two tiers of halo-row caches, keyed by global vertex id, one pool per cached lay
   ``shared_capacity``/``shared_mb`` > 0 it raises a CdfgnnError (use the thread
   backend, or ``shared_mb=0`` for local caches only).
 
-What is cached: layer 0 caches the **input features** of halo vertices (the layer
+What is cached (``cache=all``, the paper's): layer 0 caches the **input features** of
+halo vertices (the layer
 then aggregates ``A [h W; x_halo W]`` locally, so nothing flows back in backward and
 the result is exact: ``cache=input`` equals ``exact``); layers >= 1 cache the halo
 **messages** (``h_l W_l`` rows), which go stale. An entry received at epoch e is
 fresh while ``epoch - e < staleness`` (``staleness=1``: refresh every epoch, equal to
 ``exact``; ``staleness=0``: never refresh, the public code's default). Input
-features never go stale. Backward halo gradients of layers >= 1 stay exact (every
+features never go stale. ``cache=messages`` caches layer 0's messages ``x W_0`` like
+the later layers' (stale, but the receiver does no halo matmul). Backward halo gradients of layers >= 1 stay exact (every
 halo row's gradient goes back to its owner).
 
 Protocol per layer and epoch (receiver side): look up local, then shared (a shared
@@ -196,8 +198,10 @@ class Jaca(SyncStrategy):
                                 doc="priority policy: keep high (JACA) or low overlap ratio"),
         "staleness": Param(10, int, check=_nonneg, expect="an integer >= 0",
                            doc="epochs a cached embedding stays fresh (0: never refresh)"),
-        "cache": Param("all", str, choices=("all", "input"),
-                       doc="cache input features and every layer's messages, or inputs only"),
+        "cache": Param("all", str, choices=("all", "input", "messages"),
+                       doc="all: input features (layer 0) and every later layer's messages; "
+                           "input: input features only; messages: every layer's messages "
+                           "(layer 0's too: stale, but no halo matmul on the receiver)"),
         "backward": Param("exact", str, choices=("exact", "fresh"),
                           doc="halo gradients of layers >= 1: of every halo row (exact), or "
                               "only of rows fetched fresh this epoch (cached rows are "
@@ -231,8 +235,12 @@ class Jaca(SyncStrategy):
         self.dims = list(dims)
         self.dropout = float(ctx.extra.get("dropout", 0.0))
         L = len(dims) - 1
-        self.layers = [0] + (list(range(1, L)) if self.params["cache"] == "all" else [])
-        widths = {0: dims[0], **{l: dims[l + 1] for l in self.layers if l > 0}}
+        mode = self.params["cache"]
+        self.layers = [0] + (list(range(1, L)) if mode != "input" else [])
+        self.cache_inputs = mode != "messages"
+        widths = {l: dims[l + 1] for l in self.layers}
+        if self.cache_inputs:
+            widths[0] = dims[0]
         bpv = 4 * sum(widths[l] for l in self.layers)
         self.owned = book.num_owned
         self.halo_gids = book.local_nodes[book.num_owned:].astype(np.int64)
@@ -331,7 +339,7 @@ class Jaca(SyncStrategy):
 
     # ------------------------------------------------------------ sync hooks
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
-        if layer != 0 or not prop.view.training or not prop.view.sync:
+        if layer != 0 or not self.cache_inputs or not prop.view.training or not prop.view.sync:
             return super().aggregate(prop, t, norm, layer)
         src = prop.message_source
         if src is None or src[0].shape[0] != t.shape[0] or src[1].shape[1] != t.shape[1]:
@@ -347,7 +355,8 @@ class Jaca(SyncStrategy):
         return prop.matrix(norm) @ torch.cat([t, x_halo @ weight])
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
-        if not key.training or key.layer not in self.layers or key.layer == 0:
+        if not key.training or key.layer not in self.layers or (key.layer == 0
+                                                                  and self.cache_inputs):
             return super().halo_rows(prop, t, key)
         rows = self.cached_rows(key, lambda q, idx: t[self.send[q][idx]], volatile=True)
         return [rows[torch.from_numpy(r)] if r.size else None for r in self.recv]

@@ -57,7 +57,9 @@ def run_metrics(rec: dict) -> dict[str, Any]:
     part = rec.get("partition") or {}
     rapa = (part.get("prepare") or {}).get("rapa") or {}
     slow = mt.get("slowdown") or [1.0] * len(ranks)
-    rank_compute = [r.get("compute_s", 0.0) * s for r, s in zip(ranks, slow)]
+    # the modelled compute: CPU time less communication-side work, x device slowdown
+    rank_compute = [max(r.get("cpu_s", 0.0) - r.get("overhead_cpu_s", 0.0), 0.0) * s
+                    for r, s in zip(ranks, slow)]
     return {
         "key": _key(rec), "experiment": _experiment(rec), "method": cfg.get("method"), "dataset": cfg.get("dataset"),
         "model": cfg.get("model"), "workers": int(cfg.get("workers", 1)),
