@@ -195,3 +195,15 @@ def test_greedy_bit_assignment_spends_the_budget_where_variance_is():
     assert assign_bits([1.0, 1.0], [(10, 4), (10, 4)], [1, 1], [2, 4, 8], 2.0) == [2, 2]
     with pytest.raises(CdfgnnError, match=r"bit widths \[3\] are not in"):
         build_strategy("adaqp", {"bits": "2,3"})
+
+
+def test_jaca_shared_tier_serves_rows_exactly(graph_file):
+    ref, _ = _run(graph_file)
+    got, rec = _run(graph_file, "jaca", {"cache": "input", "local_capacity": 0})
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    row = rec["epochs"][-1]
+    assert row["hit_shared_l0"] == 1.0 and row["hit_local_l0"] == 0.0
+    # process backend: no shared tier, a clear error (raised on every rank)
+    from cdfgnn.errors import WorkerFailedError
+    with pytest.raises((CdfgnnError, WorkerFailedError), match="thread backend only"):
+        _run(graph_file, "jaca", workers=2, hosts=1, epochs=1, backend="process")
