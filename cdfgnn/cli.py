@@ -291,6 +291,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return proc.returncode
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Measure this machine's device profile (CaPGNN Table 1 micro-benchmarks)."""
+    import yaml
+
+    from cdfgnn.comm.devices import load_device, measure
+
+    spec = measure(size=args.size, repeats=args.repeats, density=args.density, name=args.name)
+    text = yaml.safe_dump(spec, sort_keys=False)
+    if args.out:
+        Path(args.out).write_text(text)
+        load_device(args.out)  # what we wrote loads back
+    print(text, end="")
+    return 0
+
+
 # ------------------------------------------------------------------ parser
 def _default_scale() -> str:
     from cdfgnn.train.config import TrainConfig
@@ -425,6 +440,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", help="thread | process")
     p.add_argument("--out-dir", default="compare", help="folder for partitions, runs, table")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("profile", help="measure this machine's device profile (MM, SpMM, "
+                                       "H2D, D2H, IDT as CaPGNN Table 1) as YAML")
+    p.add_argument("--size", type=int, default=2048, help="matrix side (default: %(default)s)")
+    p.add_argument("--repeats", type=int, default=50, help="timed runs (default: %(default)s)")
+    p.add_argument("--density", type=float, default=0.004,
+                   help="SpMM density (default: %(default)s = 99.6%% sparse)")
+    p.add_argument("--name", default="this-machine", help="profile name")
+    p.add_argument("--out", help="YAML file to write (usable in --devices)")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("bench", help="run a performance benchmark from benchmarks/")
     p.add_argument("name", help="script name in benchmarks/ without .py")

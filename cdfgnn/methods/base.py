@@ -147,6 +147,11 @@ class SyncStrategy:
     #: the partitioner `cdfgnn compare` uses for this method (None: metis for edge-cut
     #: or kind-agnostic methods, ebv for vertex-cut ones)
     default_partitioner: str | None = None
+    #: the run's ``--devices`` (per-worker device profiles), set by the engine before
+    #: ``prepare`` (resource-aware partitioning reads it); None when not given
+    devices: str | None = None
+    #: what ``prepare`` wants in the run record (``partition.prepare``), or None
+    prepare_info: dict | None = None
     PARAMS: dict[str, Param] = {
         "codec": Param("none", str, check=_valid_codec, expect=CODEC_HELP,
                        doc="message encoding of every vertex row sent"),

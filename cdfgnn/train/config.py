@@ -113,6 +113,10 @@ class TrainConfig:
         "seconds before a stuck rank stops the run", "execution", flag="--timeout", grid=True))
     network: str = field(default="cdfgnn-table2", metadata=option(
         "NetworkModel link profile", "execution", grid=True))
+    devices: str | None = field(default=None, metadata=option(
+        "device profile of every worker for the modelled time (CaPGNN heterogeneity): a "
+        "Table 4 group (x2..x8), comma-separated names (rtx3090,a40,...) or profile YAML "
+        "files; default: every worker as measured", "execution", grid=True))
     memory_budget: str | None = field(default=None, metadata=option(
         "refuse a run whose estimated peak memory exceeds this (e.g. 16GiB; default: the "
         "memory available on this machine)", "execution", grid=True))
@@ -165,6 +169,9 @@ class TrainConfig:
             # the CPU: refuse rather than record a CPU run as a GPU one
             raise CdfgnnError(f"--device {self.device!r} is not supported yet: the training "
                               "engine runs on the CPU only (GPU runs are a roadmap item)")
+        if self.devices:
+            from cdfgnn.comm.devices import parse_devices
+            parse_devices(self.devices, None)   # names here; the count when the run starts
         if self.warmup < 0:
             raise CdfgnnError(f"--warmup must be >= 0, got {self.warmup}")
         if self.memory_budget is not None:

@@ -138,14 +138,23 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
                           f"{part.method!r} makes a {part.kind}-cut")
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
-    drop_arcs = build_strategy(cfg.method, cfg.method_params).prepare(graph, part)
-    network = NetworkModel(topology, profile=cfg.network)
+    preparer = build_strategy(cfg.method, cfg.method_params)
+    preparer.devices = cfg.devices
+    drop_arcs = preparer.prepare(graph, part)
+    from cdfgnn.comm.devices import describe, factors, parse_devices
+    devices = parse_devices(cfg.devices, cfg.workers)
+    slow, xfer = factors(devices, cfg.workers)
+    network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
     results = train_distributed(cfg, graph, part, drop_arcs)
     body = _assemble(cfg, topology, network, results)
+    body["model_time"]["devices"] = describe(devices)
+    body["model_time"]["transfer"] = list(network.transfer)
     body["partition"] = {**stats, "file": cfg.partition_file}
     body["summary"]["estimated_memory_mb"] = estimate_mb
     if drop_arcs is not None:
         body["partition"]["dropped_arcs"] = int(np.count_nonzero(drop_arcs))
+    if preparer.prepare_info is not None:
+        body["partition"]["prepare"] = preparer.prepare_info
     return body
 
 

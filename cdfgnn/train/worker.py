@@ -61,6 +61,12 @@ def local_data(graph: Graph, book: PartitionBook) -> LocalData:
     )
 
 
+def model_shape(cfg: TrainConfig, graph: Graph) -> dict:
+    """What a strategy may know of the model: widths of every layer's input, dropout."""
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    return {"model": cfg.model, "dims": dims, "dropout": float(cfg.dropout)}
+
+
 def model_for(cfg: TrainConfig, graph: Graph):
     return GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
                cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer,
@@ -72,7 +78,9 @@ def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
     """Strategy, propagator and data of one part on this rank (``partitioning``, when
     given, is read-only in ``ctx.extra["partitioning"]``: global replica statistics)."""
     strategy = build_strategy(cfg.method, cfg.method_params)
-    extra = {} if partitioning is None else {"partitioning": partitioning}
+    extra = model_shape(cfg, graph)
+    if partitioning is not None:
+        extra["partitioning"] = partitioning
     strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank,
                                extra=extra))
     return TrainPart(make_propagator(book, strategy), local_data(graph, book), strategy)
