@@ -71,10 +71,15 @@ class BlockPropagator(Propagator):
         self.input_ids = torch.from_numpy(src)
 
 
-def sample_blocks(graph: Graph, seeds: np.ndarray, fanouts: list[int],
-                  rng: np.random.Generator) -> tuple[np.ndarray, list[BlockPropagator]]:
-    """Blocks from the input layer to the output layer, and the input vertices."""
-    blocks = []
+def sample_block_arrays(graph: Graph, seeds: np.ndarray, fanouts: list[int],
+                        rng: np.random.Generator) -> tuple[list[np.ndarray], list[tuple]]:
+    """Vectorised fan-out sampling (no loop over vertices).
+
+    Returns ``srcs`` (per layer, input side first: the block's input vertices; the
+    output vertices of layer l are the first ``len(srcs[l + 1])`` of ``srcs[l]``,
+    with ``srcs[K] = seeds``) and per layer ``(indptr, local_cols)`` of the block.
+    """
+    srcs, structure = [seeds], []
     dst = seeds
     for fanout in reversed(fanouts):
         lo, hi = graph.indptr[dst], graph.indptr[dst + 1]
@@ -92,9 +97,24 @@ def sample_blocks(graph: Graph, seeds: np.ndarray, fanouts: list[int],
         sorter = np.argsort(src, kind="stable")  # local ids without an O(N) buffer per batch
         indptr = np.zeros(dst.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows_k, minlength=dst.size), out=indptr[1:])
-        blocks.append(BlockPropagator(graph, dst, src, indptr, sorter[np.searchsorted(src, nbrs, sorter=sorter)]))
+        structure.append((indptr, sorter[np.searchsorted(src, nbrs, sorter=sorter)]))
+        srcs.append(src)
         dst = src
-    return dst, blocks[::-1]
+    return srcs[::-1], structure[::-1]
+
+
+def blocks_from_arrays(graph: Graph, srcs: list[np.ndarray],
+                       structure: list[tuple]) -> list[BlockPropagator]:
+    """The propagators of :func:`sample_block_arrays`' output (input layer first)."""
+    return [BlockPropagator(graph, srcs[l + 1], srcs[l], indptr, cols)
+            for l, (indptr, cols) in enumerate(structure)]
+
+
+def sample_blocks(graph: Graph, seeds: np.ndarray, fanouts: list[int],
+                  rng: np.random.Generator) -> tuple[np.ndarray, list[BlockPropagator]]:
+    """Blocks from the input layer to the output layer, and the input vertices."""
+    srcs, structure = sample_block_arrays(graph, seeds, fanouts, rng)
+    return srcs[0], blocks_from_arrays(graph, srcs, structure)
 
 
 @one_thread

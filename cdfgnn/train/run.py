@@ -132,8 +132,12 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     estimate_mb = _check_memory(cfg, graph, stats)
     drop_arcs = build_strategy(cfg.method, cfg.method_params).prepare(graph, part)
     network = NetworkModel(topology, profile=cfg.network)
-    results = train_distributed(cfg, graph, part, drop_arcs)
-    body = _assemble(cfg, topology, network, results)
+    if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
+        from cdfgnn.train.minibatch import run_minibatch
+        body = run_minibatch(cfg, graph, part, topology, network)
+    else:
+        results = train_distributed(cfg, graph, part, drop_arcs)
+        body = _assemble(cfg, topology, network, results)
     body["partition"] = {**stats, "file": cfg.partition_file}
     body["summary"]["estimated_memory_mb"] = estimate_mb
     if drop_arcs is not None:
