@@ -1,0 +1,181 @@
+"""The mini-batch track: distdgl-* (on-demand pulls) and rapidgnn (schedule, cache, prefetch)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.methods.base import METHODS
+from cdfgnn.train import energy
+from cdfgnn.train.config import TrainConfig
+from cdfgnn.train.minibatch import (Schedule, read_epoch, schedule_seed, split_train,
+                                    step_totals, write_epoch)
+from cdfgnn.train.oracle import sample_block_arrays
+from cdfgnn.train.record import validate_record
+from cdfgnn.train.run import run_training
+
+
+@pytest.fixture(scope="module")
+def gfile(tmp_path_factory, make_graph):
+    g = make_graph(n=600, seed=5, isolated=0)
+    path = tmp_path_factory.mktemp("mb") / "g.npz"
+    g.save(path)
+    return str(path)
+
+
+def run(gfile, method, epochs=3, **kw):
+    params = kw.pop("method_params", {})
+    base = dict(graph=gfile, dataset=None, method=method, model="sage", workers=2, hosts=2,
+                epochs=epochs, warmup=1, fanouts=[4, 4], batch_size=32, hidden=16,
+                network="rapidgnn-chameleon", method_params=params)
+    base.update(kw)
+    return run_training(TrainConfig(**base))
+
+
+@pytest.fixture(scope="module")
+def pair(gfile):
+    return run(gfile, "distdgl-metis"), run(gfile, "rapidgnn")
+
+
+def test_track_selects_minibatch_by_attribute():
+    for name in ("distdgl-metis", "distdgl-random", "rapidgnn"):
+        assert METHODS.get(name).track == "minibatch"
+    assert METHODS.get("exact").track == "full-batch"
+
+
+def test_same_schedule_identical_losses_fewer_rows(pair):
+    base, rapid = pair
+    validate_record(base)
+    validate_record(rapid)
+    assert [e["loss"] for e in base["epochs"]] == [e["loss"] for e in rapid["epochs"]]
+    assert [e.get("test") for e in base["epochs"]] == [e.get("test") for e in rapid["epochs"]]
+    # the baseline pulls every remote input; rapidgnn only misses + cache fills
+    for b, r in zip(base["epochs"], rapid["epochs"]):
+        assert b["rows_fetched"] == b["remote_inputs"] > 0
+        assert r["remote_inputs"] == b["remote_inputs"]
+        assert r["cache_hits"] > 0
+    assert (rapid["minibatch"]["rows_fetched_per_epoch_with_setup"]
+            < base["minibatch"]["rows_fetched_per_epoch"])
+
+
+def test_rapidgnn_record_fields(pair):
+    _, rapid = pair
+    mb = rapid["minibatch"]
+    assert mb["precompute_s"] > 0 and mb["train_s"] > 0
+    for w in mb["workers"]:
+        assert w["within_bound"] and w["memory_used_bytes"] <= w["memory_bound_bytes"]
+        q, d, n_hot, m_max = w["prefetch_q"], w["dim"], w["n_hot"], w["m_max"]
+        assert w["memory_bound_bytes"] == (2 * n_hot * d + q * m_max * d) * 4
+        assert w["schedule_bytes"] > 0
+        assert sum(w["freq_hist_epoch0"]) > 0
+    row = rapid["epochs"][0]
+    for key in ("rows_fetched", "fetch_bytes", "step_time_s", "modelled_step_s",
+                "modelled_network_s"):
+        assert row[key] >= 0
+    assert rapid["energy"]["modelled_cpu"]["status"] == "modelled"
+    assert rapid["energy"]["cpu"]["status"] in ("measured", "not measured")
+
+
+def test_no_cache_no_prefetch_fetches_like_baseline(gfile, pair):
+    """Degenerate setting: an empty cache pulls exactly what the baseline pulls."""
+    base, _ = pair
+    rec = run(gfile, "rapidgnn", method_params={"cache_fraction": 0.0, "prefetch": 0})
+    assert [e["rows_fetched"] for e in rec["epochs"]] == [e["rows_fetched"] for e in base["epochs"]]
+    assert [e["fetch_bytes"] for e in rec["epochs"]] == [e["fetch_bytes"] for e in base["epochs"]]
+    assert [e["loss"] for e in rec["epochs"]] == [e["loss"] for e in base["epochs"]]
+
+
+def test_full_cache_fetches_nothing_in_steps(gfile):
+    rec = run(gfile, "rapidgnn", epochs=2,
+              method_params={"cache_fraction": 1.0, "cache_scope": "global"})
+    assert [e["rows_fetched"] for e in rec["epochs"]] == [0, 0]
+    assert rec["minibatch"]["setup_rows_fetched"] > 0
+
+
+def test_cache_larger_than_remote_set_is_clamped(gfile):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec = run(gfile, "rapidgnn", epochs=1, method_params={"n_hot": 10 ** 7})
+    assert any("clamped" in str(w.message) for w in caught)
+    assert all(w["cache_clamped"] for w in rec["minibatch"]["workers"])
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(fanouts=[0, 4]), "--fanouts must be positive integers"),
+    (dict(fanouts=[-2, 4]), "--fanouts must be"),
+    (dict(fanouts=[4]), "one value per layer"),
+    (dict(batch_size=0), "--batch-size"),
+    (dict(method_params={"prefetch": -1}), "prefetch=-1"),
+    (dict(method_params={"cache_scope": "forever"}), "valid: epoch, global"),
+])
+def test_bad_input_one_line(gfile, kw, msg):
+    with pytest.raises(CdfgnnError, match=msg) as exc:
+        run(gfile, "rapidgnn", epochs=1, **kw)
+    assert "\n" not in str(exc.value)
+
+
+def test_schedule_is_deterministic_and_round_trips(tmp_path, make_graph):
+    g = make_graph(n=300, seed=2)
+    owner = (np.arange(g.num_nodes) % 3).astype(np.int64)
+    ids = np.flatnonzero(g.train)
+    a, b = Schedule(g, ids, [3, 5], 4, 7, 1), Schedule(g, ids, [3, 5], 4, 7, 1)
+    ea, eb = list(a.epoch(2)), list(b.epoch(2))
+    other = list(Schedule(g, ids, [3, 5], 4, 8, 1).epoch(2))
+    assert any(not np.array_equal(x.inputs, y.inputs) for x, y in zip(ea, other))
+    write_epoch(tmp_path / "e.npz", ea, owner, 1)
+    back = read_epoch(tmp_path / "e.npz", 2)
+    for x, y, z in zip(ea, eb, back):
+        for s1, s2, s3 in zip(x.srcs, y.srcs, z.srcs):
+            assert np.array_equal(s1, s2) and np.array_equal(s1, s3)
+        for (i1, c1), (i3, c3) in zip(x.structure, z.structure):
+            assert np.array_equal(i1, i3) and np.array_equal(c1, c3)
+    assert schedule_seed(0, 1, 2, 3) != schedule_seed(0, 1, 2, 4)
+
+
+def test_split_train_balanced_owned_first(make_graph):
+    g = make_graph(n=400, seed=1)
+    owner = np.zeros(g.num_nodes, dtype=np.int64)
+    owner[g.num_nodes // 4:] = 1            # part 1 owns 3/4 of the vertices
+    splits = split_train(g.train, owner, 2)
+    sizes = [s.size for s in splits]
+    assert sum(sizes) == g.train.sum() and abs(sizes[0] - sizes[1]) <= 1
+    assert np.array_equal(np.sort(np.concatenate(splits)), np.flatnonzero(g.train))
+    assert np.all(owner[splits[1]] == 1)     # part 1 keeps only its own
+    assert np.all(owner[splits[0][owner[splits[0]] == 1]] == 1)
+    assert np.all(g.train[splits[0]])
+    own0 = np.flatnonzero(g.train & (owner == 0))
+    assert np.isin(own0, splits[0]).all()    # part 0 keeps every vertex it owns
+    assert step_totals(splits, 3).sum() == g.train.sum()
+
+
+def test_vectorised_sampler_picks_distinct_true_neighbours(make_graph):
+    g = make_graph(n=300, seed=4)
+    seeds = np.flatnonzero(g.train)[:50]
+    srcs, structure = sample_block_arrays(g, seeds, [3], np.random.default_rng(0))
+    indptr, cols = structure[0]
+    deg = np.diff(g.indptr)[seeds]
+    assert np.array_equal(np.diff(indptr), np.minimum(deg, 3))
+    for j, v in enumerate(seeds):
+        picked = srcs[0][cols[indptr[j]: indptr[j + 1]]]
+        assert np.unique(picked).size == picked.size
+        assert np.isin(picked, g.indices[g.indptr[v]: g.indptr[v + 1]]).all()
+
+
+def test_energy_meter_reads_rapl_with_wraparound(tmp_path):
+    d = tmp_path / "intel-rapl:0"
+    d.mkdir()
+    (d / "name").write_text("package-0\n")
+    (d / "max_energy_range_uj").write_text("1000000\n")
+    (d / "energy_uj").write_text("900000\n")
+    m = energy.EnergyMeter("cpu", root=str(tmp_path))
+    m.epoch_start()
+    (d / "energy_uj").write_text("100000\n")      # wrapped: 0.2 J
+    m.epoch_end()
+    res = m.result()
+    assert res["cpu"]["status"] == "measured"
+    assert res["cpu"]["total_j"] == pytest.approx(0.2)
+    assert res["gpu"]["status"] == "not measured"
+    empty = energy.EnergyMeter("cpu", root=str(tmp_path / "none")).result()
+    assert empty["cpu"]["status"] == "not measured" and "total_j" not in empty["cpu"]
