@@ -42,7 +42,6 @@ import torch
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param
 from cdfgnn.methods.distdgl import DistDGL
-from cdfgnn.train.minibatch import read_epoch, write_epoch
 
 
 def top_hot(ids: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
@@ -74,6 +73,7 @@ class RapidGNN(DistDGL):
 
     # ------------------------------------------------------------------ plan
     def plan(self, ctx) -> dict[str, Any]:
+        from cdfgnn.train.minibatch import write_epoch  # (the engine imports methods)
         super().plan(ctx)
         self.counts = {"remote_inputs": 0, "cache_hits": 0}
         store, sched, rank = ctx.store, ctx.schedule, ctx.store.rank
@@ -148,6 +148,7 @@ class RapidGNN(DistDGL):
     def inputs(self, epoch: int, index: int):
         q = self.params["prefetch"]
         if self.batches is None:        # stream this epoch's schedule in (step 0's time)
+            from cdfgnn.train.minibatch import read_epoch
             self.batches = read_epoch(self.files[epoch], epoch)
         if q == 0:
             self._stage(index, "sync")
