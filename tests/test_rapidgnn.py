@@ -179,3 +179,18 @@ def test_energy_meter_reads_rapl_with_wraparound(tmp_path):
     assert res["gpu"]["status"] == "not measured"
     empty = energy.EnergyMeter("cpu", root=str(tmp_path / "none")).result()
     assert empty["cpu"]["status"] == "not measured" and "total_j" not in empty["cpu"]
+
+
+def test_floyd_sampler_is_uniform_without_replacement():
+    from cdfgnn.train.oracle import sample_arcs
+    indptr = np.array([0, 5, 7, 17])
+    rng = np.random.default_rng(3)
+    dst = np.repeat(np.array([0, 1, 2]), 4000)
+    counts, arcs = sample_arcs(indptr, dst, 2, rng)
+    assert np.array_equal(counts, np.repeat([2, 2, 2], 4000))
+    pairs = arcs.reshape(-1, 2)
+    assert np.all(pairs[:, 0] != pairs[:, 1])
+    freq0 = np.bincount(arcs[: 8000], minlength=5)[:5] / 4000   # row 0: 5 arcs, 2 kept
+    assert np.allclose(freq0, 0.4, atol=0.04)
+    freq2 = np.bincount(arcs[16000:] - 7, minlength=10) / 4000  # row 2: 10 arcs
+    assert np.allclose(freq2, 0.2, atol=0.03)
