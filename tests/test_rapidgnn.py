@@ -194,3 +194,14 @@ def test_floyd_sampler_is_uniform_without_replacement():
     assert np.allclose(freq0, 0.4, atol=0.04)
     freq2 = np.bincount(arcs[16000:] - 7, minlength=10) / 4000  # row 2: 10 arcs
     assert np.allclose(freq2, 0.2, atol=0.03)
+
+
+def test_prefetch_window_changes_timing_not_rows_or_losses(gfile, pair):
+    """Q only moves pulls off the critical path: same rows over the run, same losses."""
+    _, rapid = pair                                   # default Q = 4
+    rec = run(gfile, "rapidgnn", method_params={"prefetch": 0})
+    total = (lambda r: sum(e["rows_fetched"] for e in r["epochs"])
+             + r["minibatch"]["setup_rows_fetched"])
+    assert total(rec) == total(rapid)
+    assert [e["loss"] for e in rec["epochs"]] == [e["loss"] for e in rapid["epochs"]]
+    assert rapid["minibatch"]["exposed_network_s"] < rec["minibatch"]["exposed_network_s"]

@@ -19,9 +19,12 @@ Mini-batch track, METIS partitions by default. On every worker:
    from the shard, remote rows from the cache and pulls only the misses. The queue
    is filled in issue order on the worker's own thread (the collectives of the
    communicator are not thread-safe), so the overlap of a prefetch with the step's
-   compute is *modelled* (cdfgnn/train/minibatch.py), not run concurrently. The first
-   Q batches of an epoch are staged on the critical path (pipeline fill).
-   ``prefetch=0``: no prefetch, misses are pulled on the critical path.
+   compute is *modelled* (cdfgnn/train/minibatch.py), not run concurrently. The window
+   runs across epoch boundaries: the first batch of epoch e+1 staged in epoch e
+   triggers the bulk fill of the second buffer, which is swapped in at the boundary.
+   Only the first Q batches of the run are staged on the critical path (pipeline
+   fill). ``prefetch=0``: no prefetch, misses are pulled on the critical path and the
+   second buffer is filled at the epoch's end.
 
 Input features are static, so the cache is exact: with the same schedule the losses
 equal ``distdgl-metis``'s bit for bit (tests/test_rapidgnn.py).
@@ -116,76 +119,104 @@ class RapidGNN(DistDGL):
         del freq
         # ---- initial cache: one bulk pull
         t1 = time.perf_counter()
-        self.cache_ids = self.hot[0]
-        self.cache_rows = store.pull(self.cache_ids, "fill")
-        self.cache_peak = self.cache_rows.numel() * self.cache_rows.element_size()
+        self.cache = (self.hot[0], store.pull(self.hot[0], "fill"))
+        self.next: tuple | None = None      # the second buffer, for epoch self.next_epoch
+        self.next_epoch = -1
+        self.cache_peak = self._nbytes(self.cache)
         self.queue_peak = 0
         self.hits_total = self.remote_total = 0
+        self.loaded: dict[int, list] = {}
+        self.queue: deque = deque()
+        # the window spans at most one epoch (two cache buffers: this epoch, the next)
+        self.q = min(self.params["prefetch"], ctx.num_batches)
         return {"precompute_s": precompute_s, "schedule_bytes": nbytes,
                 "cache_build_s": time.perf_counter() - t1}
+
+    @staticmethod
+    def _nbytes(cache) -> int:
+        return cache[1].numel() * cache[1].element_size()
 
     # --------------------------------------------------------------- epochs
     def on_epoch_start(self, epoch: int) -> None:
         self.epoch = epoch
-        self.batches = None
-        self.queue: deque = deque()
 
-    def _stage(self, i: int, mode: str) -> None:
-        batch = self.batches[i]
+    def _batches(self, epoch: int) -> list:
+        """Epoch ``epoch``'s schedule, streamed in from its file (at most two epochs held)."""
+        if epoch not in self.loaded:
+            from cdfgnn.train.minibatch import read_epoch
+            self.loaded[epoch] = read_epoch(self.files[epoch], epoch)
+        return self.loaded[epoch]
+
+    def _cache_for(self, epoch: int) -> tuple:
+        """The cache serving ``epoch``: the current buffer, or the second buffer, built
+        (one bulk pull) the first time a batch of the next epoch is staged."""
+        if self.params["cache_scope"] == "global" or epoch == self.epoch:
+            return self.cache
+        if self.next_epoch != epoch:
+            self.next = self._build(self.hot[epoch])
+            self.next_epoch = epoch
+            self.cache_peak = max(self.cache_peak,
+                                  self._nbytes(self.cache) + self._nbytes(self.next))
+        return self.next
+
+    def _build(self, new_ids: np.ndarray) -> tuple:
+        """The second buffer: rows already cached are copied, the rest pulled in bulk."""
+        ids, cur = self.cache
+        rows = torch.empty(new_ids.size, self.store.dim, dtype=self.store.x.dtype)
+        have = np.zeros(new_ids.size, dtype=bool)
+        if self.params["reuse_cached"] and ids.size:
+            pos = np.minimum(np.searchsorted(ids, new_ids), ids.size - 1)
+            have = ids[pos] == new_ids
+            rows[torch.from_numpy(np.flatnonzero(have))] = cur[torch.from_numpy(pos[have])]
+        rows[torch.from_numpy(np.flatnonzero(~have))] = self.store.pull(new_ids[~have], "fill")
+        return new_ids, rows
+
+    def _stage(self, epoch: int, i: int, mode: str) -> None:
+        batch = self._batches(epoch)[i]
+        ids, cached = self._cache_for(epoch)
         mask = self.remote_mask(batch)
         rid = batch.inputs[mask]
-        pos = np.searchsorted(self.cache_ids, rid)
-        hit = pos < self.cache_ids.size
-        hit[hit] = self.cache_ids[pos[hit]] == rid[hit]
+        pos = np.searchsorted(ids, rid)
+        hit = pos < ids.size
+        hit[hit] = ids[pos[hit]] == rid[hit]
         rows = torch.empty(rid.size, self.store.dim, dtype=self.store.x.dtype)
-        rows[torch.from_numpy(np.flatnonzero(hit))] = self.cache_rows[torch.from_numpy(pos[hit])]
+        rows[torch.from_numpy(np.flatnonzero(hit))] = cached[torch.from_numpy(pos[hit])]
         miss = ~hit
         rows[torch.from_numpy(np.flatnonzero(miss))] = self.store.pull(rid[miss], mode)
-        self.counts["remote_inputs"] += int(rid.size)
-        self.counts["cache_hits"] += int(hit.sum())
-        self.queue.append((batch, self.store.gather(batch, rows, mask)))
+        self.queue.append((epoch, int(rid.size), int(hit.sum()),
+                           batch, self.store.gather(batch, rows, mask)))
 
     def inputs(self, epoch: int, index: int):
-        q = self.params["prefetch"]
-        if self.batches is None:        # stream this epoch's schedule in (step 0's time)
-            from cdfgnn.train.minibatch import read_epoch
-            self.batches = read_epoch(self.files[epoch], epoch)
+        q, nb = self.q, self.mb.num_batches
+        g = epoch * nb + index                      # position in the run's step sequence
         if q == 0:
-            self._stage(index, "sync")
-        elif index == 0:                # pipeline fill: the first Q batches
-            for j in range(min(q, len(self.batches))):
-                self._stage(j, "sync")
-        out = self.queue.popleft()
-        if q and index + q < len(self.batches):   # the same branch on every worker
-            self._stage(index + q, "background")
-        staged = sum(x.numel() * x.element_size() for _, x in self.queue)
+            self._stage(epoch, index, "sync")
+        elif g == 0:                                # pipeline fill, once per run
+            for k in range(min(q, self.mb.epochs * nb)):
+                self._stage(k // nb, k % nb, "sync")
+        _, n_remote, n_hit, batch, x = self.queue.popleft()
+        self.counts["remote_inputs"] += n_remote
+        self.counts["cache_hits"] += n_hit
+        ahead = g + q
+        if q and ahead < self.mb.epochs * nb:      # the same branch on every worker
+            self._stage(ahead // nb, ahead % nb, "background")
+        staged = sum(item[-1].numel() * item[-1].element_size() for item in self.queue)
         self.queue_peak = max(self.queue_peak, staged)
-        return out
+        return batch, x
 
     def on_epoch_end(self, epoch: int, metrics: dict | None = None) -> dict[str, Any]:
-        self.batches = None
-        if self.params["cache_scope"] == "epoch" and epoch + 1 < len(self.hot):
-            self._swap(self.hot[epoch + 1])
+        self.loaded.pop(epoch, None)
+        nxt = epoch + 1
+        if self.params["cache_scope"] == "epoch" and nxt < self.mb.epochs:
+            self.epoch = -1                          # (no buffer serves between epochs)
+            self.cache = self._cache_for(nxt)        # built already unless Q == 0: swap
+            self.next, self.next_epoch = None, -1
         self.hits_total += self.counts["cache_hits"]
         self.remote_total += self.counts["remote_inputs"]
         return super().on_epoch_end(epoch, metrics)
 
-    def _swap(self, new_ids: np.ndarray) -> None:
-        """Build the second buffer for the next epoch (one bulk pull), then swap."""
-        rows = torch.empty(new_ids.size, self.store.dim, dtype=self.store.x.dtype)
-        have = np.zeros(new_ids.size, dtype=bool)
-        if self.params["reuse_cached"] and self.cache_ids.size:
-            pos = np.minimum(np.searchsorted(self.cache_ids, new_ids), self.cache_ids.size - 1)
-            have = self.cache_ids[pos] == new_ids
-            rows[torch.from_numpy(np.flatnonzero(have))] = \
-                self.cache_rows[torch.from_numpy(pos[have])]
-        rows[torch.from_numpy(np.flatnonzero(~have))] = self.store.pull(new_ids[~have], "fill")
-        live = (rows.numel() + self.cache_rows.numel()) * rows.element_size()
-        self.cache_peak = max(self.cache_peak, live)
-        self.cache_ids, self.cache_rows = new_ids, rows
-
     def summary(self) -> dict[str, Any]:
-        d, q, esz = self.store.dim, self.params["prefetch"], self.store.x.element_size()
+        d, q, esz = self.store.dim, self.q, self.store.x.element_size()
         bound = (2 * self.n_hot * d + q * self.m_max * d) * esz
         used = self.cache_peak + self.queue_peak
         if used > bound:
