@@ -126,6 +126,8 @@ def table2(inputs, params, out, md_out) -> None:
     t = sp.groupby(["dataset", "workers", "batch_size"], as_index=False)[cols[3:]].mean()
     avg = {"dataset": "Average", "workers": "", "batch_size": ""}
     avg.update({c: t[c].mean() for c in cols[3:]})
+    t["workers"] = t["workers"].astype(int).astype(str)
+    t["batch_size"] = t["batch_size"].astype(int).astype(str)
     t = pd.concat([t, pd.DataFrame([avg])], ignore_index=True)
     write_table(t, out, md_out, digits=2,
                 title="RapidGNN Table 2 analogue: speed-up of RapidGNN over DGL-METIS, "
@@ -411,11 +413,17 @@ def claims(inputs, params, out, md_out) -> None:
         out_claims.append(Claim(f"{what}: mean speed-up", f"{paper:.2f}x", v, cfg,
                                 verdict_for(v, paper, better="higher"), note=twin, runs=runs,
                                 unit="x"))
-    v = mean("rows_metis")
-    out_claims.append(Claim("remote feature rows per epoch, DGL-METIS / RapidGNN "
-                            "(suite target >= 5x, products twin, 4 workers)",
-                            "2.2-2.5x bytes per step on products (Fig. 4)", v, cfg,
+    v = mean("bytes_metis")
+    out_claims.append(Claim("remote feature data per step, DGL-METIS / RapidGNN (Fig. 4, "
+                            "products)", "2.24-2.40x", v, cfg,
                             verdict_for(v, 2.24, better="higher"), note=twin, runs=runs,
+                            unit="x"))
+    v = mean("rows_metis")
+    out_claims.append(Claim("remote feature rows fetched per epoch, DGL-METIS / RapidGNN "
+                            "(suite target, products twin at 4 workers)", ">= 5x (target)",
+                            v, cfg, "not measured" if v is None else
+                            ("reproduced" if v >= 5.0 else "not reproduced"),
+                            note="rows include cache fills and the initial fill", runs=runs,
                             unit="x"))
     # identical losses under the same schedule (Prop. 3.1 / Fig. 9)
     rapid, metis = _plain(df, RAPID), _plain(df, METIS)
