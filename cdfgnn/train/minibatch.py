@@ -553,6 +553,9 @@ def assemble(cfg: TrainConfig, topology, network, results: list[dict]) -> dict[s
         "rows_fetched_per_epoch_with_setup":
             float(np.mean([r["rows_fetched"] for r in body["epochs"]])) + setup_rows / cfg.epochs,
         "fetch_bytes_per_epoch": mean("fetch_bytes"),
+        "fetch_bytes_per_epoch_with_setup": float(np.mean([r["fetch_bytes"] for r in
+                                                           body["epochs"]]))
+        + sum(nbytes(x) for x in setup) / cfg.epochs,
         "step_time_s": mean("step_time_s"), "modelled_step_s": mean("modelled_step_s"),
         "modelled_network_s": mean("modelled_network_s"),
         "exposed_network_s": mean("exposed_network_s"),
