@@ -119,15 +119,17 @@ def sample_block_arrays(graph: Graph, seeds: np.ndarray, fanouts: list[int],
         u = np.sort(nbrs)
         u = u[np.r_[True, u[1:] != u[:-1]]] if u.size else u
         dsort = np.argsort(dst, kind="stable")
-        pos = np.minimum(np.searchsorted(dst, u, sorter=dsort), max(dst.size - 1, 0))
-        new = u[dst[dsort[pos]] != u] if dst.size else u      # sampled, not yet in dst
+        dsorted = dst[dsort]
+        pos = np.minimum(np.searchsorted(dsorted, u), max(dst.size - 1, 0))
+        new = u[dsorted[pos] != u] if dst.size else u          # sampled, not yet in dst
         src = np.concatenate([dst, new])
-        # local ids without an O(N) buffer per batch: dst's order, then new (sorted)
+        # local ids without an O(N) buffer per batch: merge dst (sorted) and new (sorted)
         sorter = np.concatenate([dsort, dst.size + np.arange(new.size)])
-        sorter = sorter[np.argsort(src[sorter], kind="stable")]
+        order = np.argsort(np.concatenate([dsorted, new]), kind="stable")
+        sorter, ssorted = sorter[order], np.concatenate([dsorted, new])[order]
         indptr = np.zeros(dst.size + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
-        structure.append((indptr, sorter[np.searchsorted(src, nbrs, sorter=sorter)]))
+        structure.append((indptr, sorter[np.searchsorted(ssorted, nbrs)]))
         srcs.append(src)
         dst = src
     return srcs[::-1], structure[::-1]
