@@ -236,3 +236,25 @@ def test_reports_draw_from_records(tmp_path, gfile, pair):
         out = tmp_path / f"fig{k}.png"
         run_report(f"rapidgnn-fig{k}", str(out), runs=paths)
         assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_energy_meter_reads_nvml_on_cuda_runs(monkeypatch, tmp_path):
+    """The NVML path, with a stand-in module: mJ counters per GPU, summed."""
+    import sys
+    import types
+
+    state = {"mj": [1000, 5000]}
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetTotalEnergyConsumption=lambda h: state["mj"][h])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    m = energy.EnergyMeter("cuda", root=str(tmp_path))
+    m.epoch_start()
+    state["mj"] = [3000, 6000]                      # +2 J and +1 J
+    m.epoch_end()
+    res = m.result()
+    assert res["gpu"]["status"] == "measured" and res["gpu"]["total_j"] == pytest.approx(3.0)
+    assert res["cpu"]["status"] == "not measured"
+    assert energy.EnergyMeter("cpu", root=str(tmp_path)).result()["gpu"]["status"] == \
+        "not measured"
