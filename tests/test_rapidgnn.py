@@ -258,3 +258,29 @@ def test_energy_meter_reads_nvml_on_cuda_runs(monkeypatch, tmp_path):
     assert res["cpu"]["status"] == "not measured"
     assert energy.EnergyMeter("cpu", root=str(tmp_path)).result()["gpu"]["status"] == \
         "not measured"
+
+
+def test_rows_counted_equal_misses_computed_offline(gfile):
+    """Digest 8.1 invariant (ii): counted rows = sum of |N_i^e remote minus cache| from the
+    schedule and the cache contents (global cache, no prefetch)."""
+    from cdfgnn.data.graph import Graph
+    from cdfgnn.methods.rapidgnn import top_hot
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.train.minibatch import num_batches
+
+    params = {"cache_scope": "global", "prefetch": 0, "cache_fraction": 0.3}
+    rec = run(gfile, "rapidgnn", epochs=2, method_params=params)
+    g = Graph.load(gfile)
+    owner = np.asarray(partition_graph(g, "metis", Topology.for_workers(2, 2),
+                                       seed=0).assignment, dtype=np.int64)
+    splits = split_train(g.train, owner, 2)
+    nb = num_batches(splits, 32)
+    expected = 0
+    for w in range(2):
+        sched = Schedule(g, splits[w], [4, 4], nb, 0, w)
+        remote = [b.inputs[owner[b.inputs] != w] for e in range(2) for b in sched.epoch(e)]
+        ids, cnt = np.unique(np.concatenate(remote), return_counts=True)
+        cache = top_hot(ids, cnt, int(round(0.3 * ids.size)))
+        expected += sum(int((~np.isin(r, cache)).sum()) for r in remote)
+    assert sum(e["rows_fetched"] for e in rec["epochs"]) == expected
