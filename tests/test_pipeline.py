@@ -564,8 +564,7 @@ def test_smoke_pipeline(tmp_path):
             "modelled_epoch_time_s", "final_test"} <= set(runs.columns)
     assert (runs["epoch_time_s"] > 0).all()
     epochs = pd.read_csv(work / "results/tables/epochs.csv")
-    n_epochs = load("smoke")["experiments"]["engine"]["train"]["epochs"]
-    assert len(epochs) == len(runs) * n_epochs
+    assert len(epochs) == int(runs["epochs"].sum())  # experiments may differ in epochs
     assert {"epoch", "loss", "train", "val", "test"} <= set(epochs.columns)
 
     for run in grid.all_runs():

@@ -145,8 +145,12 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     devices = parse_devices(cfg.devices, cfg.workers)
     slow, xfer = factors(devices, cfg.workers)
     network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
-    results = train_distributed(cfg, graph, part, drop_arcs)
-    body = _assemble(cfg, topology, network, results)
+    if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
+        from cdfgnn.train.minibatch import run_minibatch
+        body = run_minibatch(cfg, graph, part, topology, network)
+    else:
+        results = train_distributed(cfg, graph, part, drop_arcs)
+        body = _assemble(cfg, topology, network, results)
     body["model_time"]["devices"] = describe(devices)
     body["model_time"]["transfer"] = list(network.transfer)
     body["partition"] = {**stats, "file": cfg.partition_file}
