@@ -170,6 +170,9 @@ def runs_table(records: list[dict[str, Any]]) -> pd.DataFrame:
         for k in ("compute_s", "comm_s", "reduce_s", "wall_s", "cpu_s"):
             vals = [r[k] for r in ranks if _scalar(r.get(k)) and r.get(k) is not None]
             row[f"max_rank_{k}"] = max(vals) if vals else None
+        # random features/labels (an imported graph without them, Friendster): the
+        # accuracy columns of this row mean nothing
+        row["timing_only"] = bool((rec.get("graph") or {}).get("timing_only", False))
         row["source"] = rec.get("_source", "")
         rows.append(row)
     return _ordered(pd.DataFrame(rows), IDENTITY)
