@@ -294,7 +294,13 @@ def test_output_groups_are_name_prefixes():
     assert groups["engine"] == ["figures/engine/accuracy_vs_epoch.png",
                                 "figures/engine/epoch_time_vs_workers.png"]
     assert groups["cdfgnn"] == ["results/tables/cdfgnn_table3_partitions.csv",
-                                "results/tables/cdfgnn_table3_partitions.md"]
+                                "results/tables/cdfgnn_table3_partitions.md",
+                                "results/tables/cdfgnn_claims.csv",
+                                "results/tables/cdfgnn_claims.md",
+                                "figures/cdfgnn/fig5_epoch_time.png",
+                                "figures/cdfgnn/fig6_breakdown.png",
+                                "figures/cdfgnn/fig7_send_ratio.png",
+                                "figures/cdfgnn/fig8_accuracy.png"]
     assert groups["partition"] == ["figures/partition/rf_vs_parts.png"]
     with pytest.raises(CdfgnnError, match="figures.partition/rf_vs_parts.*rule"):
         grid.groups(reserved=["partition", "all"])
@@ -558,8 +564,7 @@ def test_smoke_pipeline(tmp_path):
             "modelled_epoch_time_s", "final_test"} <= set(runs.columns)
     assert (runs["epoch_time_s"] > 0).all()
     epochs = pd.read_csv(work / "results/tables/epochs.csv")
-    n_epochs = load("smoke")["experiments"]["engine"]["train"]["epochs"]
-    assert len(epochs) == len(runs) * n_epochs
+    assert len(epochs) == int(runs["epochs"].sum())  # experiments may differ in epochs
     assert {"epoch", "loss", "train", "val", "test"} <= set(epochs.columns)
 
     for run in grid.all_runs():

@@ -21,7 +21,7 @@ from cdfgnn.errors import CdfgnnError
 DISTRIBUTED = "distributed"
 #: One-process trainers (no partition, no SyncStrategy): the full-graph oracle and the
 #: mini-batch sampling reference. The pipeline's ``single:`` lists take these names.
-ONE_PROCESS_TRAINERS: tuple[str, ...] = ("full-graph", "minibatch")
+ONE_PROCESS_TRAINERS: tuple[str, ...] = ("full-graph", "minibatch", "cluster-gcn", "graphsaint")
 TRAINERS: tuple[str, ...] = (DISTRIBUTED, *ONE_PROCESS_TRAINERS)
 
 
@@ -64,19 +64,34 @@ class TrainConfig:
         "minibatch trainer: fan-out per layer", "technique and model", grid=True))
     batch_size: int = field(default=1024, metadata=option(
         "minibatch trainer: seed vertices per batch", "technique and model", grid=True))
+    clusters_per_batch: int = field(default=5, metadata=option(
+        "cluster-gcn trainer: clusters per batch (a batch holds ~batch-size vertices)",
+        "technique and model", grid=True))
+    saint_sampler: str = field(default="rw", metadata=option(
+        "graphsaint trainer: node | rw (batch-size vertices or roots)", "technique and model",
+        grid=True))
+    walk_length: int = field(default=2, metadata=option(
+        "graphsaint trainer: random-walk length of the rw sampler", "technique and model",
+        grid=True))
     # technique and model
     method: str = field(default="exact", metadata=option(
         "sync technique, e.g. exact", "technique and model"))
     method_params: dict[str, Any] = field(default_factory=dict, metadata=option(
         "method parameter (repeatable)", "technique and model", flag="--method-param",
         metavar="KEY=VALUE"))
-    model: str = field(default="gcn", metadata=option("gcn | sage | ...", "technique and model",
+    model: str = field(default="gcn", metadata=option("gcn | sage | gat", "technique and model",
                                                       grid=True))
+    heads: int = field(default=1, metadata=option(
+        "attention heads of a gat model (averaged)", "technique and model", grid=True))
     layers: int = field(default=2, metadata=option("GNN layers", "technique and model", grid=True))
     hidden: int = field(default=64, metadata=option("hidden width", "technique and model",
                                                     grid=True))
     dropout: float = field(default=0.0, metadata=option("dropout rate in [0, 1)",
                                                         "technique and model", grid=True))
+    precompute_first_layer: bool = field(default=False, metadata=option(
+        "compute the first layer's neighbour aggregation of the input features once, "
+        "with the full halo, before training; the first layer then exchanges nothing",
+        "technique and model", grid=True))
     lr: float = field(default=0.01, metadata=option("Adam learning rate", "technique and model",
                                                     grid=True))
     weight_decay: float = field(default=0.0, metadata=option(
@@ -117,6 +132,11 @@ class TrainConfig:
         from cdfgnn.models import MODELS
         if self.model not in MODELS:
             raise CdfgnnError(f"unknown model {self.model!r}; valid: {', '.join(MODELS)}")
+        if self.heads < 1:
+            raise CdfgnnError(f"--heads must be >= 1, got {self.heads}")
+        if self.heads != 1 and self.model != "gat":
+            raise CdfgnnError(f"--heads {self.heads} applies to --model gat only, "
+                              f"not {self.model!r}")
         if self.layers < 1:
             raise CdfgnnError(f"--layers must be >= 1, got {self.layers}")
         if self.hidden < 1:
@@ -127,10 +147,19 @@ class TrainConfig:
             raise CdfgnnError(f"unknown backend {self.backend!r}; valid: process, thread")
         if self.trainer not in TRAINERS:
             raise CdfgnnError(f"unknown trainer {self.trainer!r}; valid: {', '.join(TRAINERS)}")
+        if self.precompute_first_layer and self.trainer == "minibatch":
+            raise CdfgnnError("--precompute-first-layer applies to full-batch trainers "
+                              "(distributed, full-graph), not to --trainer minibatch")
         if self.eval_every < 1:
             raise CdfgnnError(f"--eval-every must be >= 1, got {self.eval_every}")
         if self.batch_size < 1:
             raise CdfgnnError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.clusters_per_batch < 1:
+            raise CdfgnnError(f"--clusters-per-batch must be >= 1, got {self.clusters_per_batch}")
+        if self.saint_sampler not in ("node", "rw"):
+            raise CdfgnnError(f"unknown --saint-sampler {self.saint_sampler!r}; valid: node, rw")
+        if self.walk_length < 0:
+            raise CdfgnnError(f"--walk-length must be >= 0, got {self.walk_length}")
         if any(f < 0 for f in self.fanouts):
             raise CdfgnnError(f"--fanouts must be >= 0, got {self.fanouts}")
         if not self.lr > 0:
