@@ -5,7 +5,8 @@ are the engine's **modelled** times (DESIGN.md sec. 4: measured CPU compute scal
 each worker's device profile, plus the NetworkModel's communication time), shown in
 milliseconds per epoch (the paper gives seconds per 200 epochs). A run's method
 label is its config key (the ``{method}`` folder of its path), else method(params).
-Re-implemented peers (``adaqp``, ``distgcn``, ``cachedgcn``) are marked "(re-impl.)".
+Re-implemented peers (``adaqp``; ``distgcn`` = the ``cagnet`` method, ``cachedgcn`` = the
+``sancus`` method, as config presets) are marked "(re-impl.)".
 """
 from __future__ import annotations
 
