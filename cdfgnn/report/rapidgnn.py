@@ -53,7 +53,7 @@ def _row(rec: dict) -> dict[str, Any]:
         "wall_step_s": mb.get("step_time_s", (rec.get("summary") or {}).get("epoch_time_s")),
         "net_s": mb.get("modelled_network_s", max(comm_s)),
         "rows": mb.get("rows_fetched_per_epoch_with_setup"),
-        "bytes": mb.get("fetch_bytes_per_epoch_with_setup"),
+        "bytes": mb.get("fetch_bytes_per_epoch_with_setup", mb.get("fetch_bytes_per_epoch")),
         "num_batches": mb.get("num_batches", 1),
         "n_hot": float(np.mean([w["n_hot"] for w in workers])) if workers and
         "n_hot" in workers[0] else None,
