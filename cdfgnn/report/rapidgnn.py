@@ -205,7 +205,7 @@ def fig3(inputs, params, out, md_out) -> None:
     ax.set_xlabel("batches of the epoch that need the vertex")
     ax.set_ylabel("remote vertices")
     once = hist[1] / total if total and hist.size > 1 else float("nan")
-    ax.set_title(f"{ds}, P={r['workers']}, batch {r['batch_size']}: {once:.1%} needed once, "
+    ax.set_title(f"{ds}, P={r['workers']}, batch {int(r['batch_size'])}: {once:.1%} needed once, "
                  f"max {int(freq[hist > 0].max()) if total else 0}", fontsize=9)
     # right: the top 10% most accessed vertices
     counts = np.repeat(freq, hist.astype(np.int64))
@@ -245,7 +245,7 @@ def fig4(inputs, params, out, md_out) -> None:
     for _, r in rapid.sort_values(["dataset", "workers", "batch_size"]).iterrows():
         m = _match(metis, r)
         per = r["num_batches"] * r["workers"] * 1e6
-        labels.append(f"{r['dataset']}\nP={r['workers']} b={r['batch_size']}")
+        labels.append(f"{r['dataset']}\nP={r['workers']} b={int(r['batch_size'])}")
         a.append(r["bytes"] / per)
         b.append(m["bytes"] / per if m is not None else np.nan)
     fig, axes = new_figure(1, 1, figsize=(max(6, 1.4 * len(labels)), 4))
@@ -265,7 +265,7 @@ def fig5(inputs, params, out, md_out) -> None:
     ax = axes[0][0]
     for (ds, p, bs), g in rapid.groupby(["dataset", "workers", "batch_size"]):
         g = g.sort_values("n_hot")
-        ax.plot(g["n_hot"], g["rows"], "o-", label=f"{ds} P={p} batch {bs}")
+        ax.plot(g["n_hot"], g["rows"], "o-", label=f"{ds} P={p} batch {int(bs)}")
         m = _match(_plain(df, METIS), g.iloc[0])
         if m is not None:
             ax.axhline(m["rows"], ls=":", lw=1, color=ax.lines[-1].get_color())
@@ -316,7 +316,7 @@ def fig7(inputs, params, out, md_out) -> None:
     labels, ra, me, used, bound = [], [], [], [], []
     for _, r in rapid.sort_values(["dataset", "workers", "batch_size"]).iterrows():
         m = _match(metis, r)
-        labels.append(f"{r['dataset']}\nP={r['workers']} b={r['batch_size']}")
+        labels.append(f"{r['dataset']}\nP={r['workers']} b={int(r['batch_size'])}")
         ra.append(r["rec"]["summary"]["peak_memory_mb"])
         me.append(m["rec"]["summary"]["peak_memory_mb"] if m is not None else np.nan)
         ws = r["rec"]["minibatch"]["workers"]
@@ -340,11 +340,11 @@ def fig8(inputs, params, out, md_out) -> None:
     rows = energy_rows(_frame(inputs.records))
     rows = rows[rows["status"] != "not measured"]
     rows = rows.assign(kind=rows["component"] + " " + rows["status"])
-    labels = sorted({f"{d}\nP={p} b={b}" for d, p, b in
+    labels = sorted({f"{d}\nP={p} b={int(b)}" for d, p, b in
                      zip(rows["dataset"], rows["workers"], rows["batch_size"])})
     series = {}
     for (method, kind), g in rows.groupby(["method", "kind"]):
-        vals = {f"{d}\nP={p} b={b}": t for d, p, b, t in
+        vals = {f"{d}\nP={p} b={int(b)}": t for d, p, b, t in
                 zip(g["dataset"], g["workers"], g["batch_size"], g["total_j"])}
         series[f"{method}: {kind}"] = [vals.get(lb, np.nan) for lb in labels]
     fig, axes = new_figure(1, 1, figsize=(max(7, 2 * len(labels)), 4.2))
@@ -374,7 +374,7 @@ def fig9(inputs, params, out, md_out) -> None:
             y = np.nanmean([c[:n] for c in curves], axis=0)
             ls, mk = styles.get(m, ("-", "x"))
             ax.plot(np.arange(n), y, ls=ls, marker=mk, label=LABEL.get(m, m), markersize=4)
-        ax.set_title(f"{ds}, batch {bs}", fontsize=9)
+        ax.set_title(f"{ds}, batch {int(bs)}", fontsize=9)
         ax.set_xlabel("epoch")
         ax.set_ylabel("training accuracy")
         ax.grid(alpha=0.3)
