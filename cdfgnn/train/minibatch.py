@@ -292,7 +292,6 @@ def rank_main(comm, job) -> dict:
     """One worker of the mini-batch track (launched like the full-batch ranks)."""
     from cdfgnn.methods import build_strategy
     from cdfgnn.partition.base import Partitioning
-    from cdfgnn.train.oracle import one_thread  # noqa: F401  (threads set by the launcher)
     from cdfgnn.train.worker import full_graph_counter, model_for
 
     cfg: TrainConfig = job.cfg
