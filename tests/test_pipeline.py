@@ -294,7 +294,13 @@ def test_output_groups_are_name_prefixes():
     assert groups["engine"] == ["figures/engine/accuracy_vs_epoch.png",
                                 "figures/engine/epoch_time_vs_workers.png"]
     assert groups["cdfgnn"] == ["results/tables/cdfgnn_table3_partitions.csv",
-                                "results/tables/cdfgnn_table3_partitions.md"]
+                                "results/tables/cdfgnn_table3_partitions.md",
+                                "results/tables/cdfgnn_claims.csv",
+                                "results/tables/cdfgnn_claims.md",
+                                "figures/cdfgnn/fig5_epoch_time.png",
+                                "figures/cdfgnn/fig6_breakdown.png",
+                                "figures/cdfgnn/fig7_send_ratio.png",
+                                "figures/cdfgnn/fig8_accuracy.png"]
     assert groups["partition"] == ["figures/partition/rf_vs_parts.png"]
     with pytest.raises(CdfgnnError, match="figures.partition/rf_vs_parts.*rule"):
         grid.groups(reserved=["partition", "all"])
