@@ -166,12 +166,15 @@ class _Progress:
         self.total = path.stat().st_size
         self.path = path
         self.last = 0.0
+        self.done = 0
 
-    def update(self, done: int, edges: int, final: bool = False) -> None:
+    def update(self, edges: int, final: bool = False) -> None:
+        """Show bytes read so far (``self.done``, set by the reader) and edges parsed."""
         now = time.monotonic()
         if not self.enabled or (not final and now - self.last < 0.5):
             return
         self.last = now
+        done = self.total if final else self.done
         pct = 100.0 * done / self.total if self.total else 100.0
         end = "\n" if final else ""
         print(f"\r{self.path.name}: {pct:5.1f}% of {self.total / 2**20:.0f} MiB, "
@@ -203,7 +206,7 @@ def _blocks(path: Path, progress: _Progress) -> Iterator[tuple[int, bytes]]:
             if cut:
                 yield lineno, data[:cut]
                 lineno += data.count(b"\n", 0, cut)
-            progress.update(raw.tell(), 0)
+            progress.done = raw.tell()  # compressed bytes for a gzip file
         if tail:
             yield lineno, tail + b"\n"
     finally:
@@ -350,8 +353,8 @@ def read_edge_list(path: str | Path, num_nodes: int | None = None, progress: boo
             arr = where[codes].astype(np.int64)
         parts.append(arr)
         edges += arr.shape[0] // 2
-        prog.update(prog.total, edges)
-    prog.update(prog.total, edges, final=True)
+        prog.update(edges)
+    prog.update(edges, final=True)
     if not parts:
         raise CorruptFileError(f"{path}: no edges (only comments or blank lines)")
     ends = np.concatenate(parts)
@@ -422,7 +425,8 @@ def read_matrix_market(path: str | Path, progress: bool = False) -> tuple[np.nda
                     raise CorruptFileError(f"{path}: line {first + i}: index {bad} out of "
                                            f"range [1, {size[0]}]")
         parts.append(arr - 1)
-    prog.update(prog.total, 0, final=True)
+        prog.update(sum(p.shape[0] for p in parts) // 2)
+    prog.update(sum(p.shape[0] for p in parts) // 2, final=True)
     if size is None:
         raise CorruptFileError(f"{path}: no MatrixMarket size line")
     ends = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
