@@ -238,3 +238,10 @@ def test_progress_line_only_when_asked(tmp_path, capsys):
     assert capsys.readouterr().err == ""
     import_graph(p, "snap", progress=True)  # what a terminal gets
     assert "100.0%" in capsys.readouterr().err
+
+
+def test_random_feature_width_must_be_positive(tmp_path):
+    p = tmp_path / "e.txt"
+    p.write_text("0 1\n")
+    with pytest.raises(CdfgnnError, match="--num-features must be a positive integer, got 0"):
+        import_graph(p, "snap", num_features=0)

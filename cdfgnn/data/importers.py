@@ -30,7 +30,7 @@ and its accuracy numbers mean nothing. Without split masks the split is random
 65/10/25 (seeded).
 
 Text files are read in blocks of :data:`BLOCK_BYTES` (a progress line on stderr only
-when it is a terminal); the edge arrays are the only thing that grows with the file.
+where :func:`cdfgnn.progress.progress_enabled`: a terminal, not CI); the edge arrays are the only thing that grows with the file.
 Bad input raises :class:`CorruptFileError` with the file name (and the line number of a
 malformed line); the output file is written atomically by :meth:`Graph.save`, so an
 error leaves nothing behind.
@@ -93,8 +93,15 @@ def import_graph(path: str | Path, fmt: str | None = None, *, features: str | Pa
         raise CdfgnnError(f"{path}: unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
     if not path.exists():
         raise CdfgnnError(f"{path}: file does not exist")
+    for flag, value in (("--num-features", num_features), ("--num-classes", num_classes)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise CdfgnnError(f"{flag} must be a positive integer, got {value!r}")
     name = name or _stem(path)
-    show = sys.stderr.isatty() if progress is None else progress
+    if progress is None:
+        from cdfgnn.progress import progress_enabled
+
+        progress = progress_enabled()  # a terminal, and not CI
+    show = progress
     fx = _read_table(features, "features") if features is not None else None
     fy = _read_table(labels, "labels") if labels is not None else None
     if fx is not None and fy is not None and fx.shape[0] != fy.shape[0]:
