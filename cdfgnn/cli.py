@@ -1,4 +1,5 @@
-"""The `cdfgnn` command line: prepare | partition | train | aggregate | report | plot | bench.
+"""The `cdfgnn` command line: prepare | partition | train | aggregate | report | plot | claims |
+compare | bench.
 
 Each subcommand is one arrow of the data flow in DESIGN.md sec. 3 (dataset ->
 Graph file -> Partitioning file -> RunRecord JSON -> tidy tables -> figures and
@@ -50,16 +51,30 @@ def parse_params(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------ subcommands
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from cdfgnn.data.datasets import get_graph
-    from cdfgnn.data.stats import graph_stats
+    from cdfgnn.data.stats import dataset_row
 
-    graph = get_graph(args.dataset, scale=args.scale, seed=args.seed, root=args.root)
+    if args.source is not None:
+        from cdfgnn.data.importers import describe, import_graph
+
+        graph = import_graph(args.source, args.format, features=args.features,
+                             labels=args.labels, name=args.dataset, seed=args.seed,
+                             num_features=args.num_features, num_classes=args.num_classes)
+        name, scale = graph.name, None
+    else:
+        if args.dataset is None:
+            raise CdfgnnError("give --dataset NAME or --from FILE")
+        if args.format or args.features or args.labels:
+            raise CdfgnnError("--format, --features and --labels need --from FILE")
+        from cdfgnn.data.datasets import get_graph
+
+        graph = get_graph(args.dataset, scale=args.scale, seed=args.seed, root=args.root)
+        name, scale = args.dataset, args.scale
+        describe = None
     graph.save(args.out)
     if args.stats_out:
-        row = {"dataset": args.dataset, "scale": args.scale, "seed": args.seed,
-               **graph_stats(graph)}
-        atomic_write_json(args.stats_out, row)
-    print(f"{args.dataset}: {graph.num_nodes} nodes, {graph.num_edges} edges -> {args.out}")
+        atomic_write_json(args.stats_out, dataset_row(graph, name, scale, args.seed))
+    line = describe(graph) if describe else f"{name}: {graph.num_nodes} nodes, {graph.num_edges} edges"
+    print(f"{line} -> {args.out}")
     return 0
 
 
@@ -68,6 +83,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from cdfgnn.partition.api import ensure_registered, partition_graph
     from cdfgnn.partition.base import PARTITIONERS, Topology
     from cdfgnn.partition.stats import partition_stats
+    from cdfgnn.progress import progress
 
     ensure_registered()
     PARTITIONERS.get(args.partitioner)  # unknown names fail before the graph is read
@@ -75,14 +91,25 @@ def cmd_partition(args: argparse.Namespace) -> int:
     if "seed" in params:
         raise CdfgnnError("--param seed=...: give the seed with --seed")
     topology = Topology.for_workers(args.workers, args.hosts)
-    graph = Graph.load(args.graph)
-    part = partition_graph(graph, args.partitioner, topology, seed=args.seed, **params)
-    part.save(args.out)
-    if args.stats_out:
-        stats = partition_stats(graph, part)
-        row = {"partitioner": args.label or args.partitioner, "algorithm": args.partitioner,
-               "seed": args.seed, "workers": topology.num_parts, **stats}
-        atomic_write_json(args.stats_out, row)
+    # the partitioners run in compiled kernels: the bar shows the step in progress
+    with progress(total=4 if args.stats_out else 3, desc=f"{args.partitioner} {topology.label}",
+                  unit="step") as bar:
+        bar.set_postfix_str("load graph")
+        graph = Graph.load(args.graph)
+        bar.update(1)
+        bar.set_postfix_str("partition")
+        part = partition_graph(graph, args.partitioner, topology, seed=args.seed, **params)
+        bar.update(1)
+        bar.set_postfix_str("write")
+        part.save(args.out)
+        bar.update(1)
+        if args.stats_out:
+            bar.set_postfix_str("statistics")
+            stats = partition_stats(graph, part)
+            row = {"partitioner": args.label or args.partitioner, "algorithm": args.partitioner,
+                   "seed": args.seed, "workers": topology.num_parts, **stats}
+            atomic_write_json(args.stats_out, row)
+            bar.update(1)
     print(f"{args.partitioner} {topology.label} on {graph.name}: {part.seconds:.3f} s -> {args.out}")
     return 0
 
@@ -236,6 +263,14 @@ def run_report(name: str, out: str, **kw: Any):
     return run(name, out, **kw)
 
 
+def cmd_claims(args: argparse.Namespace) -> int:
+    from cdfgnn.report.claims import claims_page
+
+    df = claims_page(args.tables, args.out)
+    print(f"{len(df)} claims from {len(args.tables)} papers -> {args.out}")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from cdfgnn.experiments.compare import compare
     from cdfgnn.report.render import markdown_table
@@ -268,6 +303,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise CdfgnnError(f"unknown benchmark {args.name!r}; valid: {', '.join(scripts) or '(none found in ' + str(bdir) + ')'}")
     proc = subprocess.run([sys.executable, str(bdir / f"{args.name}.py"), *args.args])
     return proc.returncode
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Measure this machine's device profile (CaPGNN Table 1 micro-benchmarks)."""
+    import yaml
+
+    from cdfgnn.comm.devices import load_device, measure
+
+    spec = measure(size=args.size, repeats=args.repeats, density=args.density, name=args.name)
+    text = yaml.safe_dump(spec, sort_keys=False)
+    if args.out:
+        Path(args.out).write_text(text)
+        load_device(args.out)  # what we wrote loads back
+    print(text, end="")
+    return 0
 
 
 # ------------------------------------------------------------------ parser
@@ -318,12 +368,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cdfgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("prepare", help="write a dataset as a Graph file (+ a stats row)")
-    p.add_argument("--dataset", required=True, help="dataset name, e.g. synth-arxiv or reddit")
+    p = sub.add_parser("prepare", help="write a dataset, or a graph imported from files, as a "
+                                       "Graph file (+ a stats row)")
+    p.add_argument("--dataset", help="dataset name, e.g. synth-arxiv or reddit; with --from, "
+                                     "the imported graph's name (default: the file's stem)")
+    p.add_argument("--from", dest="source", metavar="PATH",
+                   help="import a graph from this file (or OGB folder) instead of a named dataset")
+    p.add_argument("--format", help="with --from: snap | mtx | npz | ogb | dgl "
+                                    "(default: guessed from the file name)")
+    p.add_argument("--features", metavar="FILE", help="with --from: node features (.npy or .csv)")
+    p.add_argument("--labels", metavar="FILE", help="with --from: node labels (.npy or .csv)")
+    p.add_argument("--num-features", type=int, default=64,
+                   help="with --from and no features: width of the random features")
+    p.add_argument("--num-classes", type=int, default=32,
+                   help="with --from and no labels: number of random classes")
     p.add_argument("--scale", default=_default_scale(),
                    help="twin size: tiny|small|medium or a node count (default: %(default)s, "
                         "as `cdfgnn train`)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic generator")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the synthetic generator (of the random features/labels/split "
+                        "of an imported graph)")
     p.add_argument("--root", default="results/data", help="download/cache folder for real datasets")
     p.add_argument("--out", required=True, help="Graph file to write (.npz)")
     p.add_argument("--stats-out", help="JSON file for the dataset's statistics row")
@@ -381,6 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="report parameter (repeatable)")
     p.set_defaults(func=cmd_plot)
 
+    p = sub.add_parser("claims", help="every paper's claims table on one page (claims.md)")
+    p.add_argument("--tables", nargs="+", required=True, help="the papers' *_claims.csv tables")
+    p.add_argument("--out", required=True, help="the markdown page to write")
+    p.set_defaults(func=cmd_claims)
+
     p = sub.add_parser("compare", help="rank every technique on one graph and cluster")
     p.add_argument("--graph", required=True, help="Graph file (`cdfgnn prepare`)")
     p.add_argument("--workers", type=int, required=True, help="workers P")
@@ -399,6 +468,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", help="thread | process")
     p.add_argument("--out-dir", default="compare", help="folder for partitions, runs, table")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("profile", help="measure this machine's device profile (MM, SpMM, "
+                                       "H2D, D2H, IDT as CaPGNN Table 1) as YAML")
+    p.add_argument("--size", type=int, default=2048, help="matrix side (default: %(default)s)")
+    p.add_argument("--repeats", type=int, default=50, help="timed runs (default: %(default)s)")
+    p.add_argument("--density", type=float, default=0.004,
+                   help="SpMM density (default: %(default)s = 99.6%% sparse)")
+    p.add_argument("--name", default="this-machine", help="profile name")
+    p.add_argument("--out", help="YAML file to write (usable in --devices)")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("bench", help="run a performance benchmark from benchmarks/")
     p.add_argument("name", help="script name in benchmarks/ without .py")

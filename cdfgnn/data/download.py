@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdfgnn.errors import CdfgnnError, CorruptFileError
+from cdfgnn.progress import progress
 
 USER_AGENT = "cdfgnn-downloader/0.1"
 #: set to 1 to make every download fail at once (offline machines, CI)
@@ -173,12 +174,15 @@ def _attempt(url: str, part: Path, timeout: float, chunk_size: int) -> bool:
             mode, expected = "ab", (offset + int(length)) if length else None
         else:
             mode, expected = "wb", int(length) if length else None
-        with open(part, mode) as f:
+        with open(part, mode) as f, progress(total=expected, desc=part.name, unit="B",
+                                             unit_scale=True) as bar:
+            bar.update(offset if mode == "ab" else 0)
             while True:
                 block = resp.read(chunk_size)
                 if not block:
                     break
                 f.write(block)
+                bar.update(len(block))
     size = part.stat().st_size
     return expected is None or size >= expected
 

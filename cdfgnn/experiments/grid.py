@@ -63,6 +63,7 @@ from cdfgnn.train.config import DISTRIBUTED, ONE_PROCESS_TRAINERS, grid_options
 # experiment "train" keys -> `cdfgnn train` flags: the TrainConfig fields marked grid=True
 TRAIN_FLAGS: dict[str, str] = {name: opt.flag for name, opt in grid_options().items()}
 BUILTIN_TABLES = ("datasets", "partitions", "runs", "epochs")
+CLAIMS_PAGE = "results/tables/claims.md"   # every paper's claims on one page
 # filters of a figure or table; the last two select runs only
 FILTERS = ("datasets", "partitioners", "topologies", "seeds", "methods", "single")
 RUN_FILTERS = ("methods", "single")
@@ -247,9 +248,9 @@ class Grid:
                 for t in tops:
                     self._topology(t, f"{where}.topologies_by_dataset.{ds}")
         for name in self.tables:
-            if name in BUILTIN_TABLES:
+            if name in (*BUILTIN_TABLES, "claims"):
                 raise CdfgnnError(f"tables.{name}: the name is reserved for a built-in table "
-                                  f"({', '.join(BUILTIN_TABLES)})")
+                                  f"({', '.join(BUILTIN_TABLES)}, claims)")
         for out in self.outputs():
             self._check_output(out)
 
@@ -430,8 +431,13 @@ class Grid:
         return [p for f in self.figures.values() for p in f.paths]
 
     def all_targets(self) -> list[str]:
-        return (self.table_paths() + self.figure_paths()
+        page = [CLAIMS_PAGE] if self.claims_tables() else []
+        return (self.table_paths() + self.figure_paths() + page
                 + [self.dataset_path(d) for d in self.datasets()])
+
+    def claims_tables(self) -> list[str]:
+        """CSV of every configured paper claims table (``<paper>_claims``), for claims.md."""
+        return [t.paths[0] for name, t in self.tables.items() if name.endswith("_claims")]
 
     # ------------------------------------------------------ per-rule inputs
     def output(self, kind: str, name: str) -> Output:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.models.dropout import dropout_key, dropout_mask
+from cdfgnn.models import dropout as counter_dropout
 from cdfgnn.models.layers import LAYERS
 from cdfgnn.models.propagate import Propagator
 
@@ -44,6 +44,8 @@ class GNN(nn.Module):
         self.seed = seed
         self.epoch = 0  # set by the trainer: dropout masks depend on it
         self.precompute_first_layer = precompute_first_layer
+        if dropout > 0:
+            counter_dropout.warm_up()  # load the compiled kernel before any timed epoch
 
     @torch.no_grad()
     def precompute(self, x: torch.Tensor, prop: Propagator) -> Precomputed:
@@ -65,8 +67,8 @@ class GNN(nn.Module):
                 h = layer.forward_pre(self._drop_pre(pre), prop, 0)
             else:
                 if self.training and self.dropout > 0:
-                    key = dropout_key(self.seed, self.epoch, i)
-                    h = h * dropout_mask(prop.input_ids, h.shape[1], self.dropout, key)
+                    key = counter_dropout.dropout_key(self.seed, self.epoch, i)
+                    h = counter_dropout.dropout(h, prop.input_ids, self.dropout, key)
                 h = layer(h, prop, i)
             if i < len(self.layers) - 1:
                 h = torch.relu(h)
@@ -77,5 +79,6 @@ class GNN(nn.Module):
         if not (self.training and self.dropout > 0):
             return pre.tensors
         widths = [t.shape[1] for t in pre.tensors]
-        mask = dropout_mask(pre.ids, sum(widths), self.dropout, dropout_key(self.seed, self.epoch, 0))
-        return [t * m for t, m in zip(pre.tensors, mask.split(widths, dim=1))]
+        key = counter_dropout.dropout_key(self.seed, self.epoch, 0)
+        dropped = counter_dropout.dropout(torch.cat(pre.tensors, dim=1), pre.ids, self.dropout, key)
+        return list(dropped.split(widths, dim=1))

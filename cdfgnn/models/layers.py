@@ -40,7 +40,9 @@ class GCNLayer(nn.Module):
 
     def forward(self, h: torch.Tensor, prop: Propagator, index: int) -> torch.Tensor:
         t = h @ self.weight
+        prop.message_source = (h, self.weight)
         z = prop.aggregate(t, self.norm, index)
+        prop.message_source = None
         k = prop.self_rows
         z = z + prop.local(prop.self_coef(self.norm)[:k, None] * t[:k] + self.bias)
         return prop.finish(z, index)
@@ -72,7 +74,9 @@ class SAGELayer(nn.Module):
         nn.init.uniform_(self.w_neigh, -bound, bound, generator=gen)
 
     def forward(self, h: torch.Tensor, prop: Propagator, index: int) -> torch.Tensor:
+        prop.message_source = (h, self.w_neigh)
         z = prop.aggregate(h @ self.w_neigh, self.norm, index)
+        prop.message_source = None
         z = z + prop.local(h[: prop.self_rows] @ self.w_self + self.bias)
         return prop.finish(z, index)
 

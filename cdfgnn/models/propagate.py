@@ -148,6 +148,10 @@ class Propagator:
     input_ids: torch.Tensor
     #: normalised matrices kept per (view key, norm); a few views (DropEdge-K) are reused
     CACHE_SIZE = 32
+    #: (layer input rows, weight) with ``t = h @ weight`` while a layer aggregates ``t``
+    #: (set by the layers, None otherwise): methods that exchange a layer's *input* rows
+    #: instead of its messages (CaPGNN's input-feature cache) read it in ``aggregate``
+    message_source: tuple | None = None
 
     def __init__(self, indptr, indices, row_deg, col_deg, num_in: int,
                  row_scale: np.ndarray | None = None):

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.gnn import GNN, Precomputed
 from cdfgnn.models.propagate import Propagator
+from cdfgnn.progress import progress
 
 GRAD_TAG = "grad_allreduce"
 EVAL_TAG = "eval"
@@ -159,6 +160,8 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     res = LoopResult()
     if model.precompute_first_layer:
         res.precompute_traffic = precompute_first_layer(model, parts, comm)
+    lead_rank = comm is None or comm.rank == 0
+    bar = progress(total=epochs, desc="epochs", unit="epoch") if lead_rank else None
     for epoch in range(epochs):
         if comm is not None:
             comm.reset_epoch()
@@ -186,6 +189,11 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
             if part.strategy is not None:
                 row.update(part.strategy.on_epoch_end(epoch, row))
         res.epochs.append(row)
+        if bar is not None:
+            bar.set_postfix(loss=f"{row['loss']:.4f}", refresh=False)
+            bar.update(1)
+    if bar is not None:
+        bar.close()
     res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return res
 

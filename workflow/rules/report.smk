@@ -75,3 +75,27 @@ rule figure:
         "../../environment.yml"
     shell:
         "cdfgnn report {params.args} --out {output} > {log} 2>&1"
+
+
+# Every paper's headline claims on one page, each linked to its run records.
+rule claims_page:
+    input:
+        grid.claims_tables(),
+    output:
+        report(
+            "results/tables/claims.md",
+            caption="../report/caption.rst",
+            category="tables",
+            labels={"table": "claims", "format": "markdown"},
+        ),
+    params:
+        caption="Every paper's headline claims beside the values measured here, with verdicts.",
+    threads: 1
+    log:
+        "results/logs/tables/claims.log",
+    benchmark:
+        "results/benchmarks/tables/claims.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        "cdfgnn claims --tables {input} --out {output} > {log} 2>&1"
