@@ -165,7 +165,12 @@ class Stochastic(_RowQuantizer):
 
     def _meta(self, rows):
         """Per-row float16 min (rounded down) and scale (rounded up), and 1/scale (0 if 0)."""
-        lo32, hi32 = torch.aminmax(rows, dim=1, keepdim=True)
+        if rows.shape[1] and rows.dtype == torch.float32 and rows.is_contiguous():
+            from cdfgnn.comm.quant_kernels import row_min_max
+            lo32, hi32 = torch.empty((rows.shape[0], 1)), torch.empty((rows.shape[0], 1))
+            row_min_max(rows.numpy(), lo32[:, 0].numpy(), hi32[:, 0].numpy())
+        else:
+            lo32, hi32 = torch.aminmax(rows, dim=1, keepdim=True)
         lo = _half_down(lo32)
         scale = _half_up((hi32 - lo.to(torch.float32)) / self.levels)
         scale32 = scale.to(torch.float32)
