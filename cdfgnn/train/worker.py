@@ -61,15 +61,28 @@ def local_data(graph: Graph, book: PartitionBook) -> LocalData:
     )
 
 
+def model_shape(cfg: TrainConfig, graph: Graph) -> dict:
+    """What a strategy may know of the model: widths of every layer's input, dropout."""
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    return {"model": cfg.model, "dims": dims, "dropout": float(cfg.dropout)}
+
+
 def model_for(cfg: TrainConfig, graph: Graph):
     return GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
-               cfg.dropout, cfg.seed)
+               cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer,
+               heads=cfg.heads)
 
 
-def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook) -> TrainPart:
-    """Strategy, propagator and data of one part on this rank."""
+def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
+               partitioning: Partitioning | None = None) -> TrainPart:
+    """Strategy, propagator and data of one part on this rank (``partitioning``, when
+    given, is read-only in ``ctx.extra["partitioning"]``: global replica statistics)."""
     strategy = build_strategy(cfg.method, cfg.method_params)
-    strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank))
+    extra = model_shape(cfg, graph)
+    if partitioning is not None:
+        extra["partitioning"] = partitioning
+    strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank,
+                               extra=extra))
     return TrainPart(make_propagator(book, strategy), local_data(graph, book), strategy)
 
 
@@ -79,10 +92,13 @@ def full_graph_counter(graph: Graph):
 
     prop = FullGraphPropagator(graph.indptr, graph.indices)
     data = full_graph_data(graph)
+    pre = {}
 
     def counts(model: GNN) -> torch.Tensor:
         prop.use_view(prop.base_view.but(training=False))
-        return metric_counts(model(data.x, prop), data)
+        if model.precompute_first_layer and "pre" not in pre:
+            pre["pre"] = model.precompute(data.x, prop)
+        return metric_counts(model(data.x, prop, pre=pre.get("pre")), data)
 
     return counts
 
@@ -99,7 +115,7 @@ def rank_main(comm, job: RankJob) -> dict:
         if drop is None and job.drop_arcs_path:
             drop = np.load(job.drop_arcs_path)
         books = build_books(graph, part, mine, drop_arcs=drop)
-    parts = [build_part(comm, cfg, graph, b) for b in books]
+    parts = [build_part(comm, cfg, graph, b, part) for b in books]
     full_eval = len(parts) > 1 or bool(parts[0].strategy.full_graph_eval)
     res = run_epochs(model_for(cfg, graph), parts, epochs=cfg.epochs, lr=cfg.lr,
                      weight_decay=cfg.weight_decay, comm=comm, eval_every=cfg.eval_every,
@@ -111,6 +127,7 @@ def rank_main(comm, job: RankJob) -> dict:
         "epochs": res.epochs,
         "times": [t.as_dict() for t in res.times],
         "traffic": res.traffic,
+        "precompute_traffic": res.precompute_traffic,
         "final_state": res.final_state if comm.rank == 0 else None,
         "peak_rss_mb": peak_rss_mb(),
         "local_rows": sum(b.num_local for b in books),

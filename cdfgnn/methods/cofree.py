@@ -1,0 +1,203 @@
+"""``cofree``: CoFree-GNN, communication-free training on a vertex cut (digest 001).
+
+Every part is trained as an independent graph: each replica of a vertex carries its
+features and label, aggregates over its **local** neighbours only (local degrees in
+the normalisation, its own self term and bias), and no feature or gradient row
+crosses parts. Only the weight gradients are all-reduced (the engine's one
+all-reduce), so a rank may hold several parts (gradients accumulate; digest Q14/Q17).
+
+Parameters:
+
+* ``reweight``: the loss weight of replica ``v[i]`` of training vertex ``v``:
+  ``dar`` (default, Degree-Aware Reweighting, ``D(v[i]) / D(v)``, computed once from
+  the unmasked degrees), ``none`` (1 on every replica) or ``inv-rf`` (``1 / RF(v)``).
+  A replica is a part holding at least one edge of ``v``; an isolated vertex lives
+  only at its master, with weight 1 (digest Q5: 0/0 := 1). The loss is then the
+  weighted sum over the global number of training vertices (digest Q1), so on one
+  part every scheme equals full-graph training.
+* ``dropedge_k``: DropEdge-K, ``K`` precomputed edge masks per part, one drawn
+  uniformly per iteration (training only); 0 (default) switches it off.
+  ``drop_ratio`` is the fraction of undirected local edges each mask drops (both arcs
+  together); aggregation is the mean over the surviving edges (no 1/(1-p) rescale),
+  one mask is shared by all layers (digest Q10).
+* ``dropedge_resample``: draw a fresh mask every iteration instead of cycling
+  through K precomputed ones ("naive DropEdge", the speed baseline of DropEdge-K).
+
+Evaluation is one-process full-graph inference with the trained weights
+(``full_graph_eval``), as the digest suggests (Q7).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.methods.base import METHODS, Param, SyncStrategy
+
+REWEIGHTS = ("dar", "none", "inv-rf")
+
+_RF_CACHE: dict[int, tuple[object, np.ndarray]] = {}
+_RF_LOCK = threading.Lock()
+
+
+def replication_counts(graph, partitioning) -> np.ndarray:
+    """RF(v): the number of parts holding at least one edge of v (0 for isolated v)."""
+    src, dst = graph.undirected_edges()
+    p = partitioning.num_parts
+    parts = np.asarray(partitioning.assignment, dtype=np.int64)
+    pair = np.unique(np.concatenate([src * p + parts, dst * p + parts]))
+    return np.bincount(pair // p, minlength=graph.num_nodes)
+
+
+def _cached_rf(graph, partitioning) -> np.ndarray:
+    """One RF computation per partitioning object (a rank holding many parts shares it)."""
+    with _RF_LOCK:
+        hit = _RF_CACHE.get(id(partitioning))
+        if hit is not None and hit[0] is partitioning:
+            return hit[1]
+        rf = replication_counts(graph, partitioning)
+        _RF_CACHE.clear()
+        _RF_CACHE[id(partitioning)] = (partitioning, rf)
+        return rf
+
+
+def loss_weights(reweight: str, local_deg: np.ndarray, global_deg: np.ndarray,
+                 rf: np.ndarray | None = None) -> np.ndarray:
+    """Per local row: the replica's loss weight (0 on a row that holds none of v's edges
+    unless v is isolated)."""
+    local_deg = local_deg.astype(np.float64)
+    global_deg = global_deg.astype(np.float64)
+    isolated = global_deg == 0
+    present = (local_deg > 0) | isolated
+    if reweight == "dar":
+        w = np.where(isolated, 1.0, local_deg / np.maximum(global_deg, 1.0))
+    elif reweight == "none":
+        w = np.ones_like(local_deg)
+    elif reweight == "inv-rf":
+        if rf is None:
+            raise CdfgnnError("reweight 'inv-rf' needs the replication counts")
+        w = 1.0 / np.maximum(rf.astype(np.float64), 1.0)
+    else:
+        raise CdfgnnError(f"unknown reweighting {reweight!r}; valid: {', '.join(REWEIGHTS)}")
+    return np.where(present, w, 0.0)
+
+
+def dropedge_masks(indptr: np.ndarray, indices: np.ndarray, k: int, ratio: float,
+                   rng: np.random.Generator) -> list[np.ndarray]:
+    """``k`` keep-masks over the arcs of a symmetric CSR; both arcs of an undirected
+    edge are kept or dropped together."""
+    rows = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    lo, hi = np.minimum(rows, indices), np.maximum(rows, indices)
+    _, edge = np.unique(lo * (len(indptr) - 1) + hi, return_inverse=True)
+    n_edges = int(edge.max()) + 1 if edge.size else 0
+    return [(rng.random(n_edges) >= ratio)[edge] for _ in range(k)]
+
+
+def masked_csr(indptr: np.ndarray, indices: np.ndarray, keep: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    out = np.zeros_like(indptr)
+    np.cumsum(np.bincount(rows[keep], minlength=len(indptr) - 1), out=out[1:])
+    return out, indices[keep]
+
+
+@METHODS.register("cofree")
+class CoFree(SyncStrategy):
+    name = "cofree"
+    partition_kind = "vertex"
+    communication_free = True
+    full_graph_eval = True
+    default_partitioner = "ne"
+    PARAMS = {
+        "reweight": Param("dar", str, choices=REWEIGHTS,
+                          doc="loss weight of a replica: dar (D(v[i])/D(v)), none, inv-rf (1/RF)"),
+        "dropedge_k": Param(0, int, check=lambda k: k >= 0,
+                            expect="an integer >= 0 (0: DropEdge-K off)",
+                            doc="DropEdge-K: precomputed edge masks per part (0: off)"),
+        "drop_ratio": Param(0.5, float, check=lambda r: 0.0 <= r < 1.0, expect="in [0, 1)",
+                            doc="DropEdge-K: fraction of local edges each mask drops"),
+        "dropedge_resample": Param(False, bool,
+                                   doc="draw a fresh mask every iteration (naive DropEdge)"),
+    }
+
+    def check_params(self) -> None:
+        if self.params["dropedge_resample"] and self.params["dropedge_k"] < 1:
+            raise CdfgnnError(f"method {self.name!r}: dropedge_resample=true needs "
+                              f"dropedge_k >= 1, got dropedge_k={self.params['dropedge_k']}")
+
+    def setup(self, ctx) -> None:
+        super().setup(ctx)
+        book = ctx.book
+        self._indptr, self._indices = book.adj_indptr, book.adj_indices
+        self._deg = np.diff(book.adj_indptr)
+        rf = None
+        if self.params["reweight"] == "inv-rf":
+            part = ctx.extra.get("partitioning")
+            if part is None:
+                raise CdfgnnError("cofree reweight=inv-rf needs the partitioning in the "
+                                  "rank context")
+            rf = _cached_rf(ctx.graph, part)[book.local_nodes]
+        w = loss_weights(self.params["reweight"], self._deg, book.global_degree, rf)
+        self.weights = torch.from_numpy(w.astype(np.float32))
+        self._masks: list[np.ndarray] = []
+        self._views: dict = {}
+        k = self.params["dropedge_k"]
+        if k and not self.params["dropedge_resample"]:
+            self._masks = dropedge_masks(self._indptr, self._indices, k,
+                                         self.params["drop_ratio"], self._rng("masks"))
+
+    def _rng(self, *salt) -> np.random.Generator:
+        ctx = self.ctx
+        return np.random.default_rng([ctx.seed, ctx.part, *[hash(s) & 0xFFFF for s in salt]])
+
+    def _view(self, base, key, indptr, indices):
+        deg = np.diff(indptr)
+        return base.but(key=key, indptr=indptr, indices=indices, row_deg=deg, col_deg=deg,
+                        self_rows=base.num_out, sync=False, loss_weight=self.weights)
+
+    def local_view(self, view, training: bool):
+        if not training:
+            return view
+        k = self.params["dropedge_k"]
+        if not k:
+            return self._view(view, ("cofree", view.key), self._indptr, self._indices)
+        if self.params["dropedge_resample"]:
+            rng = np.random.default_rng([self.ctx.seed, self.ctx.part, self.epoch, 1])
+            keep = dropedge_masks(self._indptr, self._indices, 1, self.params["drop_ratio"],
+                                  rng)[0]
+            return self._view(view, ("cofree-resample", self.epoch),
+                              *masked_csr(self._indptr, self._indices, keep))
+        j = int(np.random.default_rng([self.ctx.seed, self.ctx.part, self.epoch]).integers(k))
+        if j not in self._views:
+            self._views[j] = masked_csr(self._indptr, self._indices, self._masks[j])
+        return self._view(view, ("cofree-dropedge", j), *self._views[j])
+
+
+@METHODS.register("cofree-edgecut")
+class CoFreeEdgeCut(SyncStrategy):
+    """The "Edge Cut" row of CoFree Table 4 (digest Q13): a node partition (METIS), each
+    part trained alone on its induced subgraph (cross edges dropped, no halo rows, local
+    degrees), every vertex once (its owner), weight 1; Cluster-GCN-style partition
+    training with the weight gradients all-reduced."""
+
+    name = "cofree-edgecut"
+    partition_kind = "edge"
+    communication_free = True
+    full_graph_eval = True
+    default_partitioner = "metis"
+
+    def setup(self, ctx) -> None:
+        super().setup(ctx)
+        book = ctx.book
+        keep = book.adj_indices < book.num_owned
+        self._csr = masked_csr(book.adj_indptr, book.adj_indices, keep)
+
+    def local_view(self, view, training: bool):
+        if not training:
+            return view
+        indptr, indices = self._csr
+        deg = np.diff(indptr)
+        return view.but(key=("cofree-edgecut", view.key), indptr=indptr, indices=indices,
+                        row_deg=deg, col_deg=deg, num_in=view.num_out, sync=False)
