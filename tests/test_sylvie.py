@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from cdfgnn.errors import CdfgnnError
+from cdfgnn.errors import CdfgnnError, WorkerFailedError
 from cdfgnn.methods.base import RankContext, SyncKey, build_strategy
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training
@@ -228,3 +228,30 @@ def test_bad_parameters_are_named_in_one_line(method, params, msg):
     with pytest.raises(CdfgnnError, match=msg) as info:
         build_strategy(method, params)
     assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------ GAT and first-layer precompute
+def test_gat_and_precompute(graph_file):
+    """GAT: fp32 Sylvie-S (quant-all too) equals exact; 1-bit quant-all quantises more
+    than 1-bit alone; BNS-GCN refuses GAT in one line. Precompute: layer 0 sends nothing."""
+    def run(method="exact", **kw):
+        params = kw.pop("params", {})
+        return run_training(_cfg(graph=graph_file, method=method, method_params=params,
+                                 epochs=3, **kw))
+
+    ref = run(model="gat")
+    for params in ({"bits": 32}, {"bits": 32, "quantize_all": True}):
+        np.testing.assert_allclose(_losses(run("sylvie-s", model="gat", params=params)),
+                                   _losses(ref), atol=1e-5)
+    one = run("sylvie-s", model="gat")
+    qall = run("sylvie-s", model="gat", params={"quantize_all": True})
+    assert np.abs(_losses(qall) - _losses(one)).max() > 1e-6
+    with pytest.raises((CdfgnnError, WorkerFailedError),
+                       match="method 'bns-gcn' supports models gcn and sage"):
+        run("bns-gcn", model="gat")
+    pre = run("sylvie-s", precompute_first_layer=True)
+    assert not any(t.endswith("/0") for t in pre["comm"]["by_tag"] if t.startswith("halo/"))
+    exact_pre = run(precompute_first_layer=True)
+    np.testing.assert_allclose(_losses(run("sylvie-a", precompute_first_layer=True,
+                                           params={"bits": 32, "staleness_bound": 1})),
+                               _losses(exact_pre), atol=1e-5)

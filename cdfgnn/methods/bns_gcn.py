@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
 
 
@@ -72,6 +73,10 @@ class BNSGCN(SyncStrategy):
     def weight(self) -> float:
         """Weight of a kept boundary row: 1/rate (unbiased) or 1."""
         return 1.0 / self.params["rate"] if self.params["scaling"] == "inverse-rate" else 1.0
+
+    def attend(self, prop, t, fn, layer):
+        raise CdfgnnError("method 'bns-gcn' supports models gcn and sage; gat (its edge "
+                          "softmax must drop the unsampled neighbours) is not implemented")
 
     # ------------------------------------------------------------ sync points
     def index_lists(self, key: SyncKey) -> tuple[list, list]:

@@ -18,8 +18,9 @@
 ``quantize_all`` is Table 4's "Quant All" variant (digest Q22): besides the
 messages, every local row entering neighbour aggregation is quantised and
 dequantised with the same codec in the forward pass, and its gradient in the
-backward pass (so every row the aggregation reads, local or halo, is low-bit).
-Self terms (GCN's ``d~^-1`` term, GraphSAGE's ``W_s h_v``) read the rows unquantised.
+backward pass (so every row the aggregation or GAT's attention reads, local or halo,
+is low-bit). Self terms (GCN's ``d~^-1`` term, GraphSAGE's ``W_s h_v``) read the rows
+unquantised.
 """
 from __future__ import annotations
 
@@ -54,10 +55,18 @@ class _LowBit(SyncStrategy):
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         if not self.params["quantize_all"] or self.codec.exact:
             return super().aggregate(prop, t, norm, layer)
+        return prop.matrix(norm) @ self._quantized_input(prop, t, layer)
+
+    def attend(self, prop, t: torch.Tensor, fn, layer: int) -> torch.Tensor:
+        if not self.params["quantize_all"] or self.codec.exact:
+            return super().attend(prop, t, fn, layer)
+        return fn(self._quantized_input(prop, t, layer), prop)
+
+    def _quantized_input(self, prop, t: torch.Tensor, layer: int) -> torch.Tensor:
+        """``[t_local; t_halo]`` with the local rows (and their gradient) quantised too."""
         x = prop.expand(t, layer)
         n = t.shape[0]
-        local = _QuantizeBoth.apply(x[:n], self, layer)
-        return prop.matrix(norm) @ torch.cat([local, x[n:]], dim=0)
+        return torch.cat([_QuantizeBoth.apply(x[:n], self, layer), x[n:]], dim=0)
 
     def roundtrip(self, x: torch.Tensor, key: SyncKey) -> torch.Tensor:
         """Quantise and dequantise ``x`` as a message would be (no communication)."""
