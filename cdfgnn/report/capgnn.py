@@ -121,16 +121,19 @@ def table7(inputs, params, out, md_out) -> None:
 
     df = _mean(metrics_frame(inputs.records), ["dataset", "model", "key", "method", "workers",
                                                 "devices"])
-    rows = []
+    rows, cols = [], {}
     for (ds, model), sub in df.groupby(["dataset", "model"], sort=True):
         for key in _method_order(sub["key"]):
             m = sub[sub["key"] == key]
             row = {"dataset": ds, "model": model,
                    "method": _label(key, m["method"].iloc[0])}
             for _, r in m.sort_values("workers").iterrows():
-                row[f"P={r.workers} ({r.devices})"] = _cell(r)
+                col = f"P={r.workers} ({r.devices})"
+                cols[col] = (r.workers, r.devices)
+                row[col] = _cell(r)
             rows.append(row)
-    table = pd.DataFrame(rows)
+    order = sorted(cols, key=lambda c: cols[c])
+    table = pd.DataFrame(rows).reindex(columns=["dataset", "model", "method", *order])
     write_table(table, out, md_out, title="CaPGNN Table 7 analogue: overall performance",
                 notes=["Cell: modelled epoch time (ms) / modelled communication time of the "
                        "slowest rank (ms) / final test accuracy (%), mean over seeds. Devices: "
