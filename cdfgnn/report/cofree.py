@@ -69,7 +69,7 @@ def cofree_frame(records: list[dict]) -> pd.DataFrame:
         ranks = rec.get("ranks") or []
         mt = rec.get("model_time") or {}
         slow = max(mt.get("slowdown") or [1.0])
-        par = (max(r.get("part_cpu_max_s", 0.0) for r in ranks) * slow
+        par = (max(r.get("part_cpu_max_s", math.nan) for r in ranks) * slow
                + max(mt.get("comm_s") or [0.0])) if ranks else math.nan
         rows.append({
             "dataset": cfg.get("dataset"), "trainer": cfg.get("trainer", "distributed"),
