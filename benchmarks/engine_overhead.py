@@ -5,8 +5,12 @@ Prints ratios measured side by side in one run (targets from issue 2):
     loop) / a plain torch.sparse GCN written the obvious way      target <= 1.10
   * the same over PyG's GCNConv full-batch (when torch-geometric is installed)
   * peak RSS of the thread backend at P=8 / at P=1 (fresh subprocesses)  target <= 2.0
+  * epoch time with dropout 0.5 / with dropout 0, same graph, P and backend, the two
+    runs interleaved (issue 13)                          target <= 1.15 at P=1 and P=4
 
 Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [--epochs 10]
+       python benchmarks/engine_overhead.py --only dropout --dropout-workers 1,4 \
+           --backends thread,process
 """
 from __future__ import annotations
 
@@ -83,18 +87,54 @@ def pyg_epoch_times(graph, hidden: int, epochs: int) -> list[float] | None:
     return times
 
 
-def engine_epoch_times(graph, hidden: int, epochs: int, workers: int = 1) -> list[float]:
-    from cdfgnn.partition.api import partition_graph
-    from cdfgnn.partition.base import Topology
+def engine_epoch_times(graph, hidden: int, epochs: int, workers: int = 1,
+                       backend: str = "thread", dropout: float = 0.0, part=None,
+                       clocks: tuple[str, ...] = ("wall_s",)):
+    """Per epoch, the slowest rank's time by each clock (``wall_s``, or ``cpu_s``: the
+    rank thread's CPU time, steadier than wall time on a shared machine); a list for
+    one clock, else {clock: list}."""
     from cdfgnn.train.config import TrainConfig
     from cdfgnn.train.run import train_distributed
 
     cfg = TrainConfig(model="gcn", layers=2, hidden=hidden, epochs=epochs, workers=workers,
-                      backend="thread", eval_every=10**9)
-    part = partition_graph(graph, "metis" if workers > 1 else "random-nodes",
+                      backend=backend, eval_every=10**9, dropout=dropout)
+    res = train_distributed(cfg, graph, part if part is not None else partition(graph, workers))
+    out = {c: [max(r["times"][e][c] for r in res) for e in range(epochs)] for c in clocks}
+    return out[clocks[0]] if len(clocks) == 1 else out
+
+
+def partition(graph, workers: int):
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+    return partition_graph(graph, "metis" if workers > 1 else "random-nodes",
                            Topology(1, workers), seed=0)
-    res = train_distributed(cfg, graph, part)
-    return [max(r["times"][e]["wall_s"] for r in res) for e in range(epochs)]
+
+
+def dropout_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[int],
+                   backends: list[str], rounds: int = 2) -> dict[str, float]:
+    """Median epoch time with dropout 0.5 over dropout 0 per (P, backend), runs interleaved."""
+    rows = {}
+    for p in workers:
+        part = partition(graph, p)
+        for backend in backends if p > 1 else backends[:1]:  # P=1 runs in-process either way
+            times: dict[tuple, list[float]] = {(d, c): [] for d in (0.0, 0.5)
+                                               for c in ("wall_s", "cpu_s")}
+            for _ in range(rounds):
+                for d in (0.0, 0.5):
+                    got = engine_epoch_times(graph, hidden, epochs, p, backend, d, part,
+                                             ("wall_s", "cpu_s"))
+                    for c, ts in got.items():
+                        times[d, c] += ts[warmup:]
+            name = f"p{p}_{backend if p > 1 else 'inproc'}"
+            for c in ("wall_s", "cpu_s"):
+                t0, t5 = (float(np.median(times[d, c])) for d in (0.0, 0.5))
+                unit = c[:-2]
+                rows.update({f"dropout0_{name}_{c}": t0, f"dropout05_{name}_{c}": t5,
+                             f"dropout_ratio_{name}_{unit}": t5 / t0})
+                print(f"GCN P={p} {backend if p > 1 else '(in process)':12s} epoch {unit:4s}: "
+                      f"dropout 0 {t0 * 1e3:7.1f} ms, dropout 0.5 {t5 * 1e3:7.1f} ms, ratio "
+                      f"{t5 / t0:.3f} (target <= 1.15) {'PASS' if t5 / t0 <= 1.15 else 'FAIL'}")
+    return rows
 
 
 def peak_rss_child(graph_file: str, workers: int, epochs: int) -> tuple[float, float]:
@@ -116,12 +156,23 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--only", choices=["dropout"], help="measure only this line")
+    ap.add_argument("--dropout-workers", default="1,4",
+                    help="P values of the dropout line (comma-separated)")
+    ap.add_argument("--backends", default="thread,process",
+                    help="backends of the dropout line at P > 1 (comma-separated)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     graph = build_graph(args.nodes, args.edges)
     print(f"graph: {graph.num_nodes} nodes, {graph.num_edges} undirected edges, "
           f"{graph.num_features} features, {graph.num_classes} classes")
     w = args.warmup
+    drop = dropout_ratios(graph, args.hidden, args.epochs, w,
+                          [int(v) for v in args.dropout_workers.split(",")],
+                          args.backends.split(","))
+    if args.only == "dropout":
+        print(json.dumps(drop))
+        return
     # interleave the measurements so drift on a shared machine hits both alike
     plain, engine = [], []
     for _ in range(2):
@@ -157,7 +208,7 @@ def main() -> None:
               f"{'PASS' if m8 / m1 <= 2.0 else 'FAIL'}")
         print(f"  of which training (peak minus RSS after load): P=1 {m1 - base1:.0f} MB, "
               f"P=8 {m8 - base8:.0f} MB")
-    print(json.dumps(rows))
+    print(json.dumps({**rows, **drop}))
 
 
 if __name__ == "__main__":

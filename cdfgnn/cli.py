@@ -51,16 +51,30 @@ def parse_params(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------ subcommands
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from cdfgnn.data.datasets import get_graph
-    from cdfgnn.data.stats import graph_stats
+    from cdfgnn.data.stats import dataset_row
 
-    graph = get_graph(args.dataset, scale=args.scale, seed=args.seed, root=args.root)
+    if args.source is not None:
+        from cdfgnn.data.importers import describe, import_graph
+
+        graph = import_graph(args.source, args.format, features=args.features,
+                             labels=args.labels, name=args.dataset, seed=args.seed,
+                             num_features=args.num_features, num_classes=args.num_classes)
+        name, scale = graph.name, None
+    else:
+        if args.dataset is None:
+            raise CdfgnnError("give --dataset NAME or --from FILE")
+        if args.format or args.features or args.labels:
+            raise CdfgnnError("--format, --features and --labels need --from FILE")
+        from cdfgnn.data.datasets import get_graph
+
+        graph = get_graph(args.dataset, scale=args.scale, seed=args.seed, root=args.root)
+        name, scale = args.dataset, args.scale
+        describe = None
     graph.save(args.out)
     if args.stats_out:
-        row = {"dataset": args.dataset, "scale": args.scale, "seed": args.seed,
-               **graph_stats(graph)}
-        atomic_write_json(args.stats_out, row)
-    print(f"{args.dataset}: {graph.num_nodes} nodes, {graph.num_edges} edges -> {args.out}")
+        atomic_write_json(args.stats_out, dataset_row(graph, name, scale, args.seed))
+    line = describe(graph) if describe else f"{name}: {graph.num_nodes} nodes, {graph.num_edges} edges"
+    print(f"{line} -> {args.out}")
     return 0
 
 
@@ -291,6 +305,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return proc.returncode
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Measure this machine's device profile (CaPGNN Table 1 micro-benchmarks)."""
+    import yaml
+
+    from cdfgnn.comm.devices import load_device, measure
+
+    spec = measure(size=args.size, repeats=args.repeats, density=args.density, name=args.name)
+    text = yaml.safe_dump(spec, sort_keys=False)
+    if args.out:
+        Path(args.out).write_text(text)
+        load_device(args.out)  # what we wrote loads back
+    print(text, end="")
+    return 0
+
+
 # ------------------------------------------------------------------ parser
 def _default_scale() -> str:
     from cdfgnn.train.config import TrainConfig
@@ -339,12 +368,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cdfgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("prepare", help="write a dataset as a Graph file (+ a stats row)")
-    p.add_argument("--dataset", required=True, help="dataset name, e.g. synth-arxiv or reddit")
+    p = sub.add_parser("prepare", help="write a dataset, or a graph imported from files, as a "
+                                       "Graph file (+ a stats row)")
+    p.add_argument("--dataset", help="dataset name, e.g. synth-arxiv or reddit; with --from, "
+                                     "the imported graph's name (default: the file's stem)")
+    p.add_argument("--from", dest="source", metavar="PATH",
+                   help="import a graph from this file (or OGB folder) instead of a named dataset")
+    p.add_argument("--format", help="with --from: snap | mtx | npz | ogb | dgl "
+                                    "(default: guessed from the file name)")
+    p.add_argument("--features", metavar="FILE", help="with --from: node features (.npy or .csv)")
+    p.add_argument("--labels", metavar="FILE", help="with --from: node labels (.npy or .csv)")
+    p.add_argument("--num-features", type=int, default=64,
+                   help="with --from and no features: width of the random features")
+    p.add_argument("--num-classes", type=int, default=32,
+                   help="with --from and no labels: number of random classes")
     p.add_argument("--scale", default=_default_scale(),
                    help="twin size: tiny|small|medium or a node count (default: %(default)s, "
                         "as `cdfgnn train`)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic generator")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the synthetic generator (of the random features/labels/split "
+                        "of an imported graph)")
     p.add_argument("--root", default="results/data", help="download/cache folder for real datasets")
     p.add_argument("--out", required=True, help="Graph file to write (.npz)")
     p.add_argument("--stats-out", help="JSON file for the dataset's statistics row")
@@ -425,6 +468,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", help="thread | process")
     p.add_argument("--out-dir", default="compare", help="folder for partitions, runs, table")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("profile", help="measure this machine's device profile (MM, SpMM, "
+                                       "H2D, D2H, IDT as CaPGNN Table 1) as YAML")
+    p.add_argument("--size", type=int, default=2048, help="matrix side (default: %(default)s)")
+    p.add_argument("--repeats", type=int, default=50, help="timed runs (default: %(default)s)")
+    p.add_argument("--density", type=float, default=0.004,
+                   help="SpMM density (default: %(default)s = 99.6%% sparse)")
+    p.add_argument("--name", default="this-machine", help="profile name")
+    p.add_argument("--out", help="YAML file to write (usable in --devices)")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("bench", help="run a performance benchmark from benchmarks/")
     p.add_argument("name", help="script name in benchmarks/ without .py")

@@ -46,3 +46,11 @@ def small_graph() -> Graph:
 @pytest.fixture(scope="session")
 def multilabel_graph() -> Graph:
     return _make_graph(n=160, seed=3, multilabel=True)
+
+
+@pytest.fixture(scope="session")
+def small_graph_file(tmp_path_factory, small_graph) -> str:
+    """``small_graph`` saved as a Graph file (for run_training's ``graph=``)."""
+    path = tmp_path_factory.mktemp("small-graph") / "graph.npz"
+    small_graph.save(path)
+    return str(path)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from cdfgnn.models.layers import GCNLayer, SAGELayer
+from cdfgnn.models.layers import GATLayer, GCNLayer, SAGELayer
 from cdfgnn.models.propagate import FullGraphPropagator
 
 pytestmark = pytest.mark.crosscheck
@@ -74,6 +74,27 @@ def test_sage_matches_pyg(small_graph):
         conv.lin_r.weight.copy_(layer.w_self.T)
     src, dst = _edges(small_graph)
     theirs = conv(torch.from_numpy(small_graph.x), torch.stack([src, dst]))
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_gat_matches_pyg(small_graph, heads):
+    """Our GAT = PyG GATConv(concat=False): self loops added, LeakyReLU 0.2, heads averaged."""
+    pygnn = _import_pyg()
+    g = small_graph
+    torch.manual_seed(0)
+    layer = GATLayer(g.num_features, 7, heads=heads)
+    with torch.no_grad():
+        layer.bias.uniform_(-0.5, 0.5)
+    ours = layer(torch.from_numpy(g.x), FullGraphPropagator(g.indptr, g.indices), 0)
+    conv = pygnn.GATConv(g.num_features, 7, heads=heads, concat=False)
+    with torch.no_grad():
+        conv.lin.weight.copy_(layer.weight.T)
+        conv.att_src.copy_(layer.att_src[None])
+        conv.att_dst.copy_(layer.att_dst[None])
+        conv.bias.copy_(layer.bias)
+    src, dst = _edges(g)
+    theirs = conv(torch.from_numpy(g.x), torch.stack([src, dst]))
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
 
 

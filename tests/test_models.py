@@ -24,12 +24,42 @@ def test_dropout_mask_is_keyed_by_global_id_only():
     assert dropout_key(0, 1, 0) != dropout_key(0, 0, 1)
 
 
-def test_dropout_mask_chunks_agree(monkeypatch):
-    import cdfgnn.models.dropout as d
-    ids = torch.arange(300)
-    whole = dropout_mask(ids, 5, 0.5, 7)
-    monkeypatch.setattr(d, "_CHUNK_ROWS", 64)
-    assert torch.equal(dropout_mask(ids, 5, 0.5, 7), whole)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_fused_dropout_equals_reference_hash(dtype, p):
+    """The fused kernel applies exactly the version-1 mask (int64 tensor-pass reference)."""
+    from cdfgnn.models.dropout import dropout, reference_mask
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randperm(5000, generator=gen)[:700] * 977 + 2 ** 33  # ids beyond 32 bits too
+    x = torch.randn(700, 37, generator=gen, dtype=dtype)
+    key = dropout_key(5, 11, 2)
+    mask = reference_mask(ids, 37, p, key)
+    assert torch.equal(dropout(x, ids, p, key), x * mask)
+    assert torch.equal(dropout_mask(ids, 37, p, key), mask)
+    assert abs((mask > 0).double().mean().item() - (1 - p)) < 0.01
+
+
+def test_fused_dropout_backward_applies_the_same_mask():
+    from cdfgnn.models.dropout import dropout
+    ids = torch.arange(500) * 3
+    x = torch.randn(500, 20, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(500, 20, dtype=torch.float64)
+    dropout(x, ids, 0.4, 123).backward(g)
+    assert torch.equal(x.grad, g * dropout_mask(ids, 20, 0.4, 123).double())
+    torch.autograd.gradcheck(lambda t: dropout(t, ids[:6], 0.4, 9), (x[:6, :4].detach()
+                             .clone().requires_grad_(True),))
+
+
+def test_fused_dropout_edge_cases():
+    from cdfgnn.models.dropout import dropout
+    x = torch.randn(4, 3)
+    assert dropout(x, torch.arange(4), 0.0, 1) is x
+    assert dropout(torch.empty(0, 3), torch.empty(0, dtype=torch.int64), 0.5, 1).shape == (0, 3)
+    x = torch.randn(8, 6)[:, ::2]  # non-contiguous input
+    ids = torch.arange(8)
+    assert torch.equal(dropout(x, ids, 0.5, 3), x * dropout_mask(ids, 3, 0.5, 3))
+    with pytest.raises(ValueError, match="one global id per row"):
+        dropout(torch.randn(4, 3), torch.arange(5), 0.5, 1)
 
 
 @pytest.mark.parametrize("model", ["gcn", "sage"])

@@ -17,7 +17,9 @@ Epoch time (DESIGN.md §4):
     epoch = max_r ( compute_r * slowdown_r + comm_r )            (no overlap)
     epoch = max_r max( compute_r * slowdown_r, comm_r )           (overlap=True)
 
-``slowdown`` is a per-device compute factor (CaPGNN heterogeneity, default 1.0).
+``slowdown`` is a per-device compute factor and ``transfer`` a per-device factor on
+``comm_r`` (CaPGNN heterogeneity, default 1.0; from device profiles,
+:mod:`cdfgnn.comm.devices`).
 
 Profiles (:data:`NETWORK_PROFILES`):
 
@@ -167,7 +169,7 @@ class NetworkModel:
     """Topology + link profile + per-device compute slowdown -> modelled times."""
 
     def __init__(self, topology: Topology, profile: str | LinkProfile = "cdfgnn-table2",
-                 slowdown: list[float] | None = None):
+                 slowdown: list[float] | None = None, transfer: list[float] | None = None):
         if not isinstance(topology, Topology):
             raise CdfgnnError(f"NetworkModel needs a Topology, got {type(topology).__name__}")
         self.topology = topology
@@ -182,6 +184,11 @@ class NetworkModel:
         if not all(math.isfinite(s) and s > 0 for s in slowdown):
             raise CdfgnnError(f"slowdown factors must be finite and > 0, got {slowdown}")
         self.slowdown = slowdown
+        # per-device transfer factor (CaPGNN device profiles): scales what a rank sends
+        transfer = [1.0] * p if transfer is None else [float(s) for s in transfer]
+        if len(transfer) != p or not all(math.isfinite(s) and s > 0 for s in transfer):
+            raise CdfgnnError(f"transfer factors must be {p} finite numbers > 0, got {transfer}")
+        self.transfer = transfer
         # Per (src, dst): seconds per byte and seconds per message; diagonal is free.
         host = np.arange(p) // topology.devices_per_host
         same = host[:, None] == host[None, :]
@@ -199,6 +206,7 @@ class NetworkModel:
     def describe(self) -> dict:
         """The constants used, for run records (CDFGNN 'Table 2 analogue')."""
         return {**asdict(self.profile), "gb_bytes": GB, "slowdown": list(self.slowdown),
+                "transfer": list(self.transfer),
                 "topology": self.topology.label}
 
     def _vector(self, name: str, values) -> np.ndarray:
@@ -218,7 +226,8 @@ class NetworkModel:
             raise CdfgnnError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
         b = self._vector("bytes_to", bytes_to)
         m = self._vector("msgs_to", msgs_to)
-        return float(np.dot(m, self._sec_per_msg[rank]) + np.dot(b, self._sec_per_byte[pattern][rank]))
+        return self.transfer[rank] * float(np.dot(m, self._sec_per_msg[rank])
+                                           + np.dot(b, self._sec_per_byte[pattern][rank]))
 
     def from_stats(self, stats_per_rank: list[CommStats], prefix: str = "",
                    pattern: str = "p2p") -> list[float]:

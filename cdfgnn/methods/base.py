@@ -15,6 +15,7 @@ hook                        called                          overridden by (examp
                             (``t``: training or eval)       sync), DropEdge-K, BNS-GCN
 ``on_epoch_start(e)``       every epoch, before forward     sampling, sync schedules
 ``aggregate(prop, ...)``    every layer's aggregation       SAR (one peer at a time)
+``attend(prop, t, fn, l)``  every GAT layer's attention     (methods that cannot run GAT)
 ``halo_rows`` /             edge-cut sync points            broadcast peers (CAGNET,
 ``halo_grads``              (forward / backward)            Sancus)
 ``replica_sync``            vertex-cut sync points          the CDFGNN cache
@@ -39,6 +40,7 @@ with any message encoding.
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -130,6 +132,8 @@ class SyncStrategy:
     name = "base"
     #: "edge", "vertex" or None (works with both partition kinds)
     partition_kind: str | None = None
+    #: the models the method runs (None: every model)
+    supported_models: tuple[str, ...] | None = None
     #: communication overlaps computation (pipelining): the modelled epoch is then
     #: max(compute, vertex communication) + gradient all-reduce, per rank
     overlaps_compute: bool = False
@@ -145,6 +149,11 @@ class SyncStrategy:
     #: the partitioner `cdfgnn compare` uses for this method (None: metis for edge-cut
     #: or kind-agnostic methods, ebv for vertex-cut ones)
     default_partitioner: str | None = None
+    #: the run's ``--devices`` (per-worker device profiles), set by the engine before
+    #: ``prepare`` (resource-aware partitioning reads it); None when not given
+    devices: str | None = None
+    #: what ``prepare`` wants in the run record (``partition.prepare``), or None
+    prepare_info: dict | None = None
     PARAMS: dict[str, Param] = {
         "codec": Param("none", str, check=_valid_codec, expect=CODEC_HELP,
                        doc="message encoding of every vertex row sent"),
@@ -206,6 +215,10 @@ class SyncStrategy:
         """``A_norm @ expand(t)``: the layer's neighbour aggregation."""
         return prop.matrix(norm) @ prop.expand(t, layer)
 
+    def attend(self, prop, t: torch.Tensor, fn, layer: int) -> torch.Tensor:
+        """Attention (GAT): ``fn(expand(t), prop)``, the edge softmax over local + halo rows."""
+        return fn(prop.expand(t, layer), prop)
+
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
         """Edge-cut forward: the halo rows each peer delivers (aligned with ``recv_idx``)."""
         return self.exchange(key, [t[i] if i.numel() else None for i in prop.send])
@@ -234,7 +247,12 @@ class SyncStrategy:
         """Deliver ``outgoing[q]`` to peer q; return what each peer delivered here."""
         if key.training and self.stale(key):
             return self._stale_exchange(key, outgoing)
-        return self.transmit(key, outgoing)
+        fresh = self.transmit(key, outgoing)
+        if key.training and key.tag in self._stale_rows:
+            # a synchronous epoch of a pipelined method (Sylvie's bounded staleness):
+            # the next stale epoch consumes these rows, not older ones
+            self._stale_rows[key.tag] = self.merge_stale(key, self._stale_rows[key.tag], fresh)
+        return fresh
 
     def stale(self, key: SyncKey) -> bool:
         """May this sync point use the rows received at the previous training epoch?"""
@@ -262,7 +280,9 @@ class SyncStrategy:
         """Seeded noise for stochastic codecs: (seed, rank, epoch, layer, direction, phase)."""
         ctx = self.ctx
         seed, part = (ctx.seed, ctx.part) if ctx is not None else (0, 0)
-        h = hash((seed, part, self.epoch, key.layer, key.direction, key.phase)) & 0x7FFFFFFFFFFF
+        # crc32, not hash(): str hashes differ between processes (PYTHONHASHSEED)
+        h = zlib.crc32(f"{seed}/{part}/{self.epoch}/{key.layer}/{key.direction}/"
+                       f"{key.phase}".encode())
         return torch.Generator().manual_seed(h)
 
     def _stale_exchange(self, key: SyncKey, outgoing: list) -> list:

@@ -148,6 +148,10 @@ class Propagator:
     input_ids: torch.Tensor
     #: normalised matrices kept per (view key, norm); a few views (DropEdge-K) are reused
     CACHE_SIZE = 32
+    #: (layer input rows, weight) with ``t = h @ weight`` while a layer aggregates ``t``
+    #: (set by the layers, None otherwise): methods that exchange a layer's *input* rows
+    #: instead of its messages (CaPGNN's input-feature cache) read it in ``aggregate``
+    message_source: tuple | None = None
 
     def __init__(self, indptr, indices, row_deg, col_deg, num_in: int,
                  row_scale: np.ndarray | None = None):
@@ -200,6 +204,28 @@ class Propagator:
 
     def aggregate(self, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return self.matrix(norm) @ self.expand(t, layer)
+
+    def attend(self, t: torch.Tensor, fn, layer: int) -> torch.Tensor:
+        """``fn(expand(t), self)``: attention (GAT) over the input rows, halo included."""
+        return fn(self.expand(t, layer), self)
+
+    def expanded_ids(self) -> torch.Tensor:
+        """Global ids of the rows ``expand`` returns."""
+        return self.input_ids
+
+    def arcs_with_self_loops(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(output row, input row) of every arc of the view, then a self loop per output
+        row (output row i is input row i); cached per view."""
+        v = self.view
+        key = (v.key, "arcs")
+        if key not in self._self:
+            n = v.num_out
+            counts = torch.from_numpy(np.diff(v.indptr).astype(np.int64))
+            rows = torch.repeat_interleave(torch.arange(n), counts)
+            cols = torch.from_numpy(np.asarray(v.indices, dtype=np.int64))
+            self._self[key] = (torch.cat([rows, torch.arange(n)]),
+                               torch.cat([cols, torch.arange(n)]))
+        return self._self[key]
 
     @property
     def self_rows(self) -> int:

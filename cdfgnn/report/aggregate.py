@@ -78,7 +78,28 @@ def load_runs(paths: Iterable[str]) -> list[dict[str, Any]]:
             raise CorruptFileError(f"{f}: run status is {rec.get('status')!r}, not 'complete'")
         rec["_source"] = str(f)
         records.append(rec)
+    check_dropout_versions(records)
     return records
+
+
+def dropout_version(rec: dict[str, Any]) -> int | None:
+    """The dropout mask version of a run with dropout > 0 (records before the field: 1)."""
+    if not float(rec["config"].get("dropout") or 0.0) > 0.0:
+        return None
+    return int((rec.get("model") or {}).get("dropout_version", 1))
+
+
+def check_dropout_versions(records: list[dict[str, Any]]) -> None:
+    """Runs with dropout drawn from different mask hashes are not comparable: refuse to mix."""
+    by_version: dict[int, str] = {}
+    for rec in records:
+        v = dropout_version(rec)
+        if v is not None:
+            by_version.setdefault(v, rec.get("_source", "?"))
+    if len(by_version) > 1:
+        seen = ", ".join(f"v{v} (e.g. {src})" for v, src in sorted(by_version.items()))
+        raise CdfgnnError(f"run records mix dropout mask versions {seen}; re-run the older "
+                          f"runs with this version of cdfgnn")
 
 
 def load_rows(paths: Iterable[str], what: str) -> list[dict[str, Any]]:
@@ -149,6 +170,9 @@ def runs_table(records: list[dict[str, Any]]) -> pd.DataFrame:
         for k in ("compute_s", "comm_s", "reduce_s", "wall_s", "cpu_s"):
             vals = [r[k] for r in ranks if _scalar(r.get(k)) and r.get(k) is not None]
             row[f"max_rank_{k}"] = max(vals) if vals else None
+        # random features/labels (an imported graph without them, Friendster): the
+        # accuracy columns of this row mean nothing
+        row["timing_only"] = bool((rec.get("graph") or {}).get("timing_only", False))
         row["source"] = rec.get("_source", "")
         rows.append(row)
     return _ordered(pd.DataFrame(rows), IDENTITY)

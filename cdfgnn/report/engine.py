@@ -78,6 +78,15 @@ def plot_accuracy_vs_epoch(epochs, path: str) -> None:
     save_figure(fig, path)
 
 
+def workers_axis(ax, workers, label: str = "workers P") -> None:
+    """A log2 x axis with one tick per worker count."""
+    ps = sorted(int(p) for p in workers)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ps, [str(p) for p in ps])
+    ax.minorticks_off()
+    ax.set_xlabel(label)
+
+
 def plot_epoch_time_vs_workers(runs, path: str) -> None:
     """Measured (solid) and modelled (dashed) epoch time against P, per dataset/method."""
     need = {"epoch_time_s", "modelled_epoch_time_s"}
@@ -105,12 +114,8 @@ def plot_epoch_time_vs_workers(runs, path: str) -> None:
         if not oracle.empty:
             m, _ = mean_std(oracle["epoch_time_s"])
             ax.axhline(m, color="k", ls=":", label="measured: one-process full-graph")
-        ps = sorted(sub["workers"].unique())
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ps, [str(p) for p in ps])
-        ax.minorticks_off()
+        workers_axis(ax, sub["workers"].unique())
         ax.set_yscale("log")
-        ax.set_xlabel("workers P")
         ax.set_ylabel("epoch time (s)")
         ax.set_title(_title(sub, ds), fontsize=9)
         ax.grid(alpha=0.3, which="both")

@@ -79,13 +79,19 @@ class TrainConfig:
     method_params: dict[str, Any] = field(default_factory=dict, metadata=option(
         "method parameter (repeatable)", "technique and model", flag="--method-param",
         metavar="KEY=VALUE"))
-    model: str = field(default="gcn", metadata=option("gcn | sage | ...", "technique and model",
+    model: str = field(default="gcn", metadata=option("gcn | sage | gat", "technique and model",
                                                       grid=True))
+    heads: int = field(default=1, metadata=option(
+        "attention heads of a gat model (averaged)", "technique and model", grid=True))
     layers: int = field(default=2, metadata=option("GNN layers", "technique and model", grid=True))
     hidden: int = field(default=64, metadata=option("hidden width", "technique and model",
                                                     grid=True))
     dropout: float = field(default=0.0, metadata=option("dropout rate in [0, 1)",
                                                         "technique and model", grid=True))
+    precompute_first_layer: bool = field(default=False, metadata=option(
+        "compute the first layer's neighbour aggregation of the input features once, "
+        "with the full halo, before training; the first layer then exchanges nothing",
+        "technique and model", grid=True))
     lr: float = field(default=0.01, metadata=option("Adam learning rate", "technique and model",
                                                     grid=True))
     weight_decay: float = field(default=0.0, metadata=option(
@@ -107,6 +113,10 @@ class TrainConfig:
         "seconds before a stuck rank stops the run", "execution", flag="--timeout", grid=True))
     network: str = field(default="cdfgnn-table2", metadata=option(
         "NetworkModel link profile", "execution", grid=True))
+    devices: str | None = field(default=None, metadata=option(
+        "device profile of every worker for the modelled time (CaPGNN heterogeneity): a "
+        "Table 4 group (x2..x8), comma-separated names (rtx3090,a40,...) or profile YAML "
+        "files; default: every worker as measured", "execution", grid=True))
     memory_budget: str | None = field(default=None, metadata=option(
         "refuse a run whose estimated peak memory exceeds this (e.g. 16GiB; default: the "
         "memory available on this machine)", "execution", grid=True))
@@ -122,6 +132,11 @@ class TrainConfig:
         from cdfgnn.models import MODELS
         if self.model not in MODELS:
             raise CdfgnnError(f"unknown model {self.model!r}; valid: {', '.join(MODELS)}")
+        if self.heads < 1:
+            raise CdfgnnError(f"--heads must be >= 1, got {self.heads}")
+        if self.heads != 1 and self.model != "gat":
+            raise CdfgnnError(f"--heads {self.heads} applies to --model gat only, "
+                              f"not {self.model!r}")
         if self.layers < 1:
             raise CdfgnnError(f"--layers must be >= 1, got {self.layers}")
         if self.hidden < 1:
@@ -132,6 +147,9 @@ class TrainConfig:
             raise CdfgnnError(f"unknown backend {self.backend!r}; valid: process, thread")
         if self.trainer not in TRAINERS:
             raise CdfgnnError(f"unknown trainer {self.trainer!r}; valid: {', '.join(TRAINERS)}")
+        if self.precompute_first_layer and self.trainer == "minibatch":
+            raise CdfgnnError("--precompute-first-layer applies to full-batch trainers "
+                              "(distributed, full-graph), not to --trainer minibatch")
         if self.eval_every < 1:
             raise CdfgnnError(f"--eval-every must be >= 1, got {self.eval_every}")
         if self.batch_size < 1:
@@ -151,6 +169,9 @@ class TrainConfig:
             # the CPU: refuse rather than record a CPU run as a GPU one
             raise CdfgnnError(f"--device {self.device!r} is not supported yet: the training "
                               "engine runs on the CPU only (GPU runs are a roadmap item)")
+        if self.devices:
+            from cdfgnn.comm.devices import parse_devices
+            parse_devices(self.devices, None)   # names here; the count when the run starts
         if self.warmup < 0:
             raise CdfgnnError(f"--warmup must be >= 0, got {self.warmup}")
         if self.memory_budget is not None:

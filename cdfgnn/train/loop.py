@@ -26,7 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cdfgnn.models.gnn import GNN
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.models.gnn import GNN, Precomputed
 from cdfgnn.models.propagate import Propagator
 from cdfgnn.progress import progress
 
@@ -63,6 +64,7 @@ class TrainPart:
     prop: Propagator
     data: LocalData
     strategy: Any = None
+    pre: Precomputed | None = None  # first-layer precompute (GNN.precompute_first_layer)
 
 
 @dataclass
@@ -91,6 +93,7 @@ class LoopResult:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     times: list[EpochTimes] = field(default_factory=list)
     traffic: list[dict[str, Any]] = field(default_factory=list)   # per epoch, this rank
+    precompute_traffic: dict[str, Any] = field(default_factory=dict)  # once, before epoch 0
     final_state: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
@@ -154,8 +157,11 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     lead = parts[0].strategy
     for part in parts:  # build normalised matrices now, not in epoch 0's timing
         for layer in model.layers:
-            part.prop.matrix(layer.norm)
+            if layer.norm is not None:
+                part.prop.matrix(layer.norm)
     res = LoopResult()
+    if model.precompute_first_layer:
+        res.precompute_traffic = precompute_first_layer(model, parts, comm)
     lead_rank = comm is None or comm.rank == 0
     bar = progress(total=epochs, desc="epochs", unit="epoch") if lead_rank else None
     for epoch in range(epochs):
@@ -207,10 +213,24 @@ def _train_part(model: GNN, part: TrainPart, epoch: int) -> torch.Tensor:
     else:
         view = prop.base_view.but(training=True)
     prop.use_view(view)
-    out = model(data.x, prop)
+    out = model(data.x, prop, pre=part.pre)
     loss = loss_sum(out, data, view.loss_weight) / max(data.num_train_global, 1)
     loss.backward()
     return loss
+
+
+def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str, Any]:
+    """Each part's first-layer aggregation of its input rows, once, over the base view
+    with exact sync (full halo, float32); returns the traffic it took."""
+    if len(parts) > 1:
+        raise CdfgnnError("--precompute-first-layer needs one part per worker, "
+                          f"this rank holds {len(parts)}")
+    if comm is not None:
+        comm.reset_epoch()
+    for part in parts:
+        part.prop.use_view(part.prop.base_view.but(training=False))
+        part.pre = model.precompute(part.data.x, part.prop)
+    return comm.stats.snapshot() if comm is not None else {}
 
 
 def _all_reduce_grads(comm, params: list[torch.Tensor]) -> None:
@@ -257,7 +277,7 @@ def _evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
     if part.strategy is not None:
         view = part.strategy.local_view(view, False)
     part.prop.use_view(view)
-    out = model(part.data.x, part.prop)
+    out = model(part.data.x, part.prop, pre=part.pre)
     counts = torch.cat([metric_counts(out, part.data), loss.to(torch.float64).reshape(1)])
     if comm is not None and comm.world_size > 1:
         comm.all_reduce(counts, tag=EVAL_TAG)

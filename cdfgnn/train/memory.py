@@ -94,7 +94,11 @@ def _layer_widths(cfg, graph) -> list[tuple[int, int]]:
 
 
 def model_bytes(cfg, graph) -> float:
-    params = sum((2 if cfg.model == "sage" else 1) * a * b + b for a, b in _layer_widths(cfg, graph))
+    gat = cfg.model == "gat"  # heads x (weight + two attention vectors)
+    heads = getattr(cfg, "heads", 1) if gat else 1
+    mult = 2 if cfg.model == "sage" else heads
+    params = sum(mult * a * b + (2 * heads * b if gat else 0) + b
+                 for a, b in _layer_widths(cfg, graph))
     return 16.0 * params
 
 
@@ -104,6 +108,9 @@ def part_bytes(cfg, graph, rows: float, arcs: float) -> float:
     data = rows * (4.0 * graph.num_features + 16.0)
     sparse = 2.0 * 12.0 * arcs + 16.0 * rows
     act = 2.0 * 4.0 * rows * sum(a + 4 * b for a, b in widths)
+    if cfg.model == "gat":  # the edge softmax keeps per-arc messages and scores for backward
+        heads = getattr(cfg, "heads", 1)
+        act += 2.0 * 4.0 * (arcs + rows) * sum(heads * (2 * b + 6) for _, b in widths)
     return data + sparse + act + 8.0 * rows
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import SyncKey, SyncStrategy
 from cdfgnn.models.propagate import LocalView, Propagator
 from cdfgnn.partition.book import PartitionBook
@@ -55,6 +56,9 @@ class _BookPropagator(Propagator):
     def aggregate(self, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return self.active.aggregate(self, t, norm, layer)
 
+    def attend(self, t: torch.Tensor, fn, layer: int) -> torch.Tensor:
+        return self.active.attend(self, t, fn, layer)
+
     def key(self, layer: int, direction: str, phase: str, width: int) -> SyncKey:
         return SyncKey(layer, direction, phase, self.view.training, width)
 
@@ -65,6 +69,9 @@ class EdgeCutPropagator(_BookPropagator):
     def __init__(self, book: PartitionBook, strategy: SyncStrategy):
         super().__init__(book, strategy)
         self.input_ids = torch.from_numpy(book.local_nodes[: book.num_owned])
+
+    def expanded_ids(self) -> torch.Tensor:
+        return torch.from_numpy(self.book.local_nodes)
 
     def expand(self, t: torch.Tensor, layer: int) -> torch.Tensor:
         if not self.view.sync:
@@ -83,6 +90,10 @@ class VertexCutPropagator(_BookPropagator):
         if not self.view.sync:
             return z
         return ReplicaSync.apply(z, self, layer)
+
+    def arcs_with_self_loops(self):
+        raise CdfgnnError("model 'gat' needs an edge-cut partitioning: its edge softmax "
+                          "over a vertex split across replicas is not supported")
 
 
 def make_propagator(book: PartitionBook, strategy: SyncStrategy) -> _BookPropagator:

@@ -68,6 +68,7 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
     graph = load_graph(cfg)
     estimate_mb = _check_memory(cfg, graph)  # a lower bound: fails at once if the graph cannot fit
     from cdfgnn.data.stats import graph_stats
+    from cdfgnn.models.dropout import DROPOUT_VERSION
     t0 = time.perf_counter()
     if cfg.trainer == "distributed":
         body = _run_distributed(cfg, graph)
@@ -86,6 +87,7 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
         "provenance": provenance(cfg.backend if cfg.trainer == "distributed" else "none",
                                  cfg.device),
         "graph": graph_stats(graph),
+        "model": {"dropout": cfg.dropout, "dropout_version": DROPOUT_VERSION},
         "total_seconds": time.perf_counter() - t0,
         **body,
     }
@@ -131,16 +133,36 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
         raise CdfgnnError(f"method {cfg.method!r} needs a {need}-cut partitioning, "
                           f"partitioner {part.method!r} makes a {part.kind}-cut")
     check_parts_per_worker(cfg, part, method_cls)
+    models = method_cls.supported_models
+    if models is not None and cfg.model not in models:
+        raise CdfgnnError(f"method {cfg.method!r} supports models {', '.join(models)}, "
+                          f"not {cfg.model!r}")
+    if cfg.model == "gat" and part.kind != "edge":
+        raise CdfgnnError(f"model 'gat' needs an edge-cut partitioning, partitioner "
+                          f"{part.method!r} makes a {part.kind}-cut")
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
-    drop_arcs = build_strategy(cfg.method, cfg.method_params).prepare(graph, part)
-    network = NetworkModel(topology, profile=cfg.network)
-    results = train_distributed(cfg, graph, part, drop_arcs)
-    body = _assemble(cfg, topology, network, results)
+    preparer = build_strategy(cfg.method, cfg.method_params)
+    preparer.devices = cfg.devices
+    drop_arcs = preparer.prepare(graph, part)
+    from cdfgnn.comm.devices import describe, factors, parse_devices
+    devices = parse_devices(cfg.devices, cfg.workers)
+    slow, xfer = factors(devices, cfg.workers)
+    network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
+    if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
+        from cdfgnn.train.minibatch import run_minibatch
+        body = run_minibatch(cfg, graph, part, topology, network)
+    else:
+        results = train_distributed(cfg, graph, part, drop_arcs)
+        body = _assemble(cfg, topology, network, results)
+    body["model_time"]["devices"] = describe(devices)
+    body["model_time"]["transfer"] = list(network.transfer)
     body["partition"] = {**stats, "file": cfg.partition_file}
     body["summary"]["estimated_memory_mb"] = estimate_mb
     if drop_arcs is not None:
         body["partition"]["dropped_arcs"] = int(np.count_nonzero(drop_arcs))
+    if preparer.prepare_info is not None:
+        body["partition"]["prepare"] = preparer.prepare_info
     return body
 
 
@@ -224,7 +246,11 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
             if _is_vertex_tag(tag):
                 rows_sent += float(tr["rows"].sum() - tr["rows"][r])
         ranks.append({"rank": r, "host": int(host[r]), **t,
-                      "modelled_comm_s": comm_model[-1], "peak_rss_mb": res["peak_rss_mb"],
+                      "modelled_comm_s": comm_model[-1],
+                      # its two parts: vertex rows (+ codec/cache CPU time) and the rest
+                      "modelled_vertex_s": float(vertex_s.mean()) if len(timed) else 0.0,
+                      "modelled_reduce_s": float(reduce_s.mean()) if len(timed) else 0.0,
+                      "peak_rss_mb": res["peak_rss_mb"],
                       "local_rows": res["local_rows"], "owned_rows": res["owned_rows"],
                       "parts": res.get("parts", [r])})
     modelled = float(epoch_rank[sl].max(axis=1).mean()) if len(timed) else 0.0
@@ -238,7 +264,8 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
         "ranks": ranks,
         "comm": {"per_epoch": {**per_epoch, "rows_sent": rows_sent}, "by_tag": by_tag,
                  "exact_rows": _sum_dicts([res.get("sync_rows", {}) for res in results]),
-                 "epochs": _epoch_series(results, host)},
+                 "epochs": _epoch_series(results, host),
+                 "precompute": _precompute_traffic(results)},
         "model_time": {"profile": cfg.network, "epoch_s": modelled, "comm_s": comm_model,
                        "compute_s": compute_cpu, "overlap": overlap,
                        "slowdown": [float(x) for x in slow]},
@@ -280,6 +307,17 @@ def _epoch_series(results: list[dict], host: np.ndarray) -> list[dict[str, Any]]
                     rw = np.asarray(d["rows"], dtype=float)
                     rows[tag] = rows.get(tag, 0.0) + float(rw.sum() - rw[r])
         out.append({"epoch": e, "rows": rows, **link})
+    return out
+
+
+def _precompute_traffic(results: list[dict]) -> dict[str, float]:
+    """Bytes and rows sent once, before epoch 0, by the first-layer precompute (all ranks)."""
+    out = {"bytes": 0.0, "rows": 0.0}
+    for r, res in enumerate(results):
+        for d in (res.get("precompute_traffic") or {}).values():
+            for f in out:
+                v = np.asarray(d[f], dtype=float)
+                out[f] += float(v.sum() - v[r])
     return out
 
 

@@ -61,9 +61,16 @@ def local_data(graph: Graph, book: PartitionBook) -> LocalData:
     )
 
 
+def model_shape(cfg: TrainConfig, graph: Graph) -> dict:
+    """What a strategy may know of the model: widths of every layer's input, dropout."""
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    return {"model": cfg.model, "dims": dims, "dropout": float(cfg.dropout)}
+
+
 def model_for(cfg: TrainConfig, graph: Graph):
     return GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
-               cfg.dropout, cfg.seed)
+               cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer,
+               heads=cfg.heads)
 
 
 def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
@@ -71,7 +78,9 @@ def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
     """Strategy, propagator and data of one part on this rank (``partitioning``, when
     given, is read-only in ``ctx.extra["partitioning"]``: global replica statistics)."""
     strategy = build_strategy(cfg.method, cfg.method_params)
-    extra = {} if partitioning is None else {"partitioning": partitioning}
+    extra = model_shape(cfg, graph)
+    if partitioning is not None:
+        extra["partitioning"] = partitioning
     strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank,
                                extra=extra))
     return TrainPart(make_propagator(book, strategy), local_data(graph, book), strategy)
@@ -83,10 +92,13 @@ def full_graph_counter(graph: Graph):
 
     prop = FullGraphPropagator(graph.indptr, graph.indices)
     data = full_graph_data(graph)
+    pre = {}
 
     def counts(model: GNN) -> torch.Tensor:
         prop.use_view(prop.base_view.but(training=False))
-        return metric_counts(model(data.x, prop), data)
+        if model.precompute_first_layer and "pre" not in pre:
+            pre["pre"] = model.precompute(data.x, prop)
+        return metric_counts(model(data.x, prop, pre=pre.get("pre")), data)
 
     return counts
 
@@ -115,6 +127,7 @@ def rank_main(comm, job: RankJob) -> dict:
         "epochs": res.epochs,
         "times": [t.as_dict() for t in res.times],
         "traffic": res.traffic,
+        "precompute_traffic": res.precompute_traffic,
         "final_state": res.final_state if comm.rank == 0 else None,
         "peak_rss_mb": peak_rss_mb(),
         "local_rows": sum(b.num_local for b in books),

@@ -1,0 +1,481 @@
+"""``jaca``: CaPGNN's Joint Adaptive Caching Algorithm (digest 003 sec. 2.2), edge-cut.
+
+Two tiers of halo-row caches, keyed by global vertex id, one pool per cached layer:
+
+* **local** (one per worker, the paper's GPU cache) and
+* **shared** (one per host, the paper's pinned CPU cache read by every worker of the
+  host). Thread backend: one object per host that every rank of the host reads.
+  Process backend: **not implemented** (a shared-memory tier was out of time); with
+  ``shared_capacity``/``shared_mb`` > 0 it raises a CdfgnnError (use the thread
+  backend, or ``shared_mb=0`` for local caches only).
+
+What is cached (``cache=all``, the paper's): layer 0 caches the **input features** of
+halo vertices (the layer
+then aggregates ``A [h W; x_halo W]`` locally, so nothing flows back in backward and
+the result is exact: ``cache=input`` equals ``exact``); layers >= 1 cache the halo
+**messages** (``h_l W_l`` rows), which go stale. An entry received at epoch e is
+fresh while ``epoch - e < staleness`` (``staleness=1``: refresh every epoch, equal to
+``exact``; ``staleness=0``: never refresh, the public code's default). Input
+features never go stale. ``cache=messages`` caches layer 0's messages ``x W_0`` like
+the later layers' (stale, but the receiver does no halo matmul). Backward halo gradients of layers >= 1 stay exact (every
+halo row's gradient goes back to its owner).
+
+Protocol per layer and epoch (receiver side): look up local, then shared (a shared
+hit is copied into the local tier), then ask each owner for the missing rows only
+with a bitmap of its halo list (accounted under ``cachereq/``: 1 bit per halo row),
+so **senders skip rows the receiver holds**; received rows are inserted into the
+local tier and staged for the shared tier, which merges what its workers staged at
+the start of the next epoch, in rank order (deterministic; the paper's global queue).
+
+Admission/eviction at equal capacity (``policy``): ``priority`` (JACA: keep the
+highest overlap ratio R(v) = number of parts holding v as a halo, ties by global
+degree, then id; ``priority_order=low`` reverses it for Fig. 14), ``fifo``, ``lru``,
+``lfu`` and ``random``.
+
+Capacities (vertices) follow Algorithm 1: ``C = min(floor((budget - reserved) /
+bytes_per_vertex), |H|)`` with ``bytes_per_vertex = 4 x sum of the cached widths``,
+``|H|`` the worker's halo count (local) or the union over the host's workers
+(shared; digest Q6), times ``capacity_fraction``; ``local_capacity`` /
+``shared_capacity`` >= 0 set a count directly (sweeps).
+
+Cache lookups and inserts are timed as communication overhead (``cache``).
+Hit rates per tier, layer and epoch (summed over ranks) are epoch columns:
+``hit_l{l}``, ``hit_local_l{l}``, ``hit_shared_l{l}`` and ``hit_rate`` (all layers).
+"""
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+
+import numpy as np
+import torch
+
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
+from cdfgnn.models.dropout import dropout_key, dropout_mask
+
+POLICIES = ("priority", "fifo", "lru", "lfu", "random")
+MB = 2 ** 20
+REQ_TAG = "cachereq"
+
+
+class Pool:
+    """A capacity-limited cache of rows over a fixed universe of positions."""
+
+    def __init__(self, n: int, capacity: int, policy: str, priority: np.ndarray,
+                 rng: np.random.Generator):
+        self.n, self.capacity, self.policy = n, int(capacity), policy
+        self.priority = priority
+        self.rng = rng
+        self.resident = np.zeros(n, dtype=bool)
+        self.stamp = np.full(n, -1, dtype=np.int64)
+        self.last = np.zeros(n, dtype=np.int64)
+        self.freq = np.zeros(n, dtype=np.int64)
+        self.seq = np.zeros(n, dtype=np.int64)
+        self.tick = 0
+        self.next_seq = 0
+        self.rows: torch.Tensor | None = None
+
+    def fresh(self, pos: np.ndarray, epoch: int, staleness: int, volatile: bool) -> np.ndarray:
+        hit = self.resident[pos]
+        if volatile and staleness > 0:
+            hit &= (epoch - self.stamp[pos]) < staleness
+        return hit
+
+    @property
+    def tracks_use(self) -> bool:
+        return self.policy in ("lru", "lfu")
+
+    def touch(self, pos: np.ndarray, hit: np.ndarray) -> None:
+        """Count requests (LFU) and uses (LRU)."""
+        if not self.tracks_use:
+            return
+        self.tick += 1
+        self.freq[pos] += 1
+        self.last[pos[hit]] = self.tick
+
+    def get(self, pos: np.ndarray) -> torch.Tensor:
+        return self.rows[torch.from_numpy(pos)]
+
+    def put(self, pos: np.ndarray, rows: torch.Tensor, stamps: np.ndarray) -> None:
+        if self.capacity <= 0 or pos.size == 0:
+            return
+        if self.rows is None:
+            self.rows = torch.zeros(self.n, rows.shape[1], dtype=rows.dtype)
+        res = self.resident[pos]
+        if res.any():
+            upd = pos[res]
+            self.rows[torch.from_numpy(upd)] = rows[torch.from_numpy(res)]
+            self.stamp[upd] = stamps[res]
+        new = ~res
+        if not new.any():
+            return
+        npos, nrows, nst = pos[new], rows[torch.from_numpy(new)], stamps[new]
+        self.tick += 1
+        free = self.capacity - int(self.resident.sum())
+        if npos.size > free:
+            cur = np.flatnonzero(self.resident)
+            score = np.concatenate(self._scores(cur, npos))
+            keep = np.zeros(cur.size + npos.size, dtype=bool)
+            keep[np.argsort(-score, kind="stable")[: self.capacity]] = True
+            self.resident[cur[~keep[: cur.size]]] = False
+            admit = keep[cur.size:]
+            npos, nrows, nst = npos[admit], nrows[torch.from_numpy(admit)], nst[admit]
+        self.resident[npos] = True
+        self.rows[torch.from_numpy(npos)] = nrows
+        self.stamp[npos] = nst
+        self.seq[npos] = self.next_seq + np.arange(npos.size)
+        self.next_seq += npos.size
+        self.last[npos] = self.tick
+
+    def _scores(self, cur: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Keep-scores of residents and candidates (higher stays)."""
+        k = np.arange(new.size, dtype=np.float64) / max(new.size, 1)
+        if self.policy == "priority":
+            return self.priority[cur], self.priority[new]
+        if self.policy == "fifo":
+            return self.seq[cur].astype(float), self.next_seq + k
+        if self.policy == "lru":
+            return self.last[cur].astype(float), self.tick + k
+        if self.policy == "lfu":  # frequency, then recency
+            f = float(self.tick + 2)
+            return (self.freq[cur] * f + self.last[cur]).astype(float), self.freq[new] * f + self.tick + k
+        return self.rng.random(cur.size), 1.0 + self.rng.random(new.size)   # random
+
+
+class HostTier:
+    """The shared tier of one host (thread backend): pools, staged writes, a lock."""
+
+    def __init__(self, gids: np.ndarray, capacity: int, policy: str, priority: np.ndarray,
+                 layers: list[int], seed: int, users: int):
+        self.gids = gids
+        self.lock = threading.Lock()
+        rng = np.random.default_rng(seed)
+        self.pools = {l: Pool(gids.size, capacity, policy, priority, rng) for l in layers}
+        self.staged: list[tuple] = []
+        self.merged = 0
+        self.users = users
+
+    def merge(self, epoch: int) -> None:
+        """Apply what the host's workers staged before ``epoch``, in (rank, order)."""
+        with self.lock:
+            if self.merged >= epoch:
+                return
+            for _, _, layer, kind, pos, a, b in sorted(self.staged, key=lambda s: s[:2]):
+                pool = self.pools[layer]
+                if kind == "touch":
+                    pool.touch(pos, a)
+                else:
+                    pool.put(pos, a, b)
+            self.staged.clear()
+            self.merged = epoch
+
+    def stage(self, rank: int, layer: int, kind: str, pos, a, b=None) -> None:
+        with self.lock:
+            self.staged.append((rank, len(self.staged), layer, kind, pos, a, b))
+
+
+def halo_overlap(graph, part) -> dict:
+    """R(v) = parts holding v as a 1-hop halo: histogram and summary (digest Fig. 6)."""
+    owner = np.asarray(part.assignment, dtype=np.int64)
+    row, col = graph.row_of_arcs().astype(np.int64), graph.indices.astype(np.int64)
+    cross = owner[row] != owner[col]
+    pairs = np.unique(owner[row[cross]] * graph.num_nodes + col[cross])
+    r = np.bincount(pairs % graph.num_nodes, minlength=graph.num_nodes)
+    hist = np.bincount(r)
+    return {"halo_total": int(r.sum()), "halo_distinct": int((r > 0).sum()),
+            "overlapping": int((r >= 2).sum()), "excess": int(np.maximum(r - 1, 0).sum()),
+            "histogram": hist.tolist()}
+
+
+_HOSTS: dict[tuple, HostTier] = {}
+_HOSTS_LOCK = threading.Lock()
+
+
+def _nonneg(v) -> bool:
+    return v >= 0
+
+
+def _capacity_param(v) -> bool:
+    return v >= -1
+
+
+@METHODS.register("jaca")
+class Jaca(SyncStrategy):
+    name = "jaca"
+    partition_kind = "edge"
+    PARAMS = {
+        "policy": Param("priority", str, choices=POLICIES, doc="admission/eviction policy"),
+        "priority_order": Param("high", str, choices=("high", "low"),
+                                doc="priority policy: keep high (JACA) or low overlap ratio"),
+        "staleness": Param(10, int, check=_nonneg, expect="an integer >= 0",
+                           doc="epochs a cached embedding stays fresh (0: never refresh)"),
+        "cache": Param("all", str, choices=("all", "input", "messages"),
+                       doc="all: input features (layer 0) and every later layer's messages; "
+                           "input: input features only; messages: every layer's messages "
+                           "(layer 0's too: stale, but no halo matmul on the receiver)"),
+        "backward": Param("exact", str, choices=("exact", "fresh"),
+                          doc="halo gradients of layers >= 1: of every halo row (exact), or "
+                              "only of rows fetched fresh this epoch (cached rows are "
+                              "constants)"),
+        "local_mb": Param(1024.0, float, check=_nonneg, expect=">= 0",
+                          doc="memory budget of each worker's local cache (MB)"),
+        "shared_mb": Param(4096.0, float, check=_nonneg, expect=">= 0",
+                           doc="memory budget of each host's shared cache (MB)"),
+        "reserved_mb": Param(0.0, float, check=_nonneg, expect=">= 0",
+                             doc="memory reserved out of each budget (MB)"),
+        "local_capacity": Param(-1, int, check=_capacity_param,
+                                expect="an integer >= 0 (or -1: from local_mb)",
+                                doc="local cache capacity in vertices (-1: Algorithm 1)"),
+        "shared_capacity": Param(-1, int, check=_capacity_param,
+                                 expect="an integer >= 0 (or -1: from shared_mb)",
+                                 doc="shared cache capacity in vertices (-1: Algorithm 1)"),
+        "capacity_fraction": Param(1.0, float, check=lambda f: 0 <= f <= 1,
+                                   expect="in [0, 1]",
+                                   doc="fraction of Algorithm 1's capacity actually used"),
+    }
+
+    # ------------------------------------------------------------ setup
+    def prepare(self, graph, part):
+        """Drops nothing; records the overlap ratios of the halo set (Fig. 6)."""
+        if part.kind == "edge":
+            self.prepare_info = {"halo_overlap": halo_overlap(graph, part)}
+        return None
+
+    def setup(self, ctx) -> None:
+        super().setup(ctx)
+        book, graph, comm = ctx.book, ctx.graph, ctx.comm
+        if book.kind != "edge":
+            raise CdfgnnError("method 'jaca' needs an edge-cut partitioning")
+        dims = ctx.extra.get("dims")
+        if not dims:
+            raise CdfgnnError("method 'jaca': the rank context lacks the model's layer widths")
+        self.dims = list(dims)
+        self.dropout = float(ctx.extra.get("dropout", 0.0))
+        L = len(dims) - 1
+        mode = self.params["cache"]
+        self.layers = [0] + (list(range(1, L)) if mode != "input" else [])
+        self.cache_inputs = mode != "messages"
+        widths = {l: dims[l + 1] for l in self.layers}
+        if self.cache_inputs:
+            widths[0] = dims[0]
+        bpv = 4 * sum(widths[l] for l in self.layers)
+        self.owned = book.num_owned
+        self.halo_gids = book.local_nodes[book.num_owned:].astype(np.int64)
+        self.halo_ids_t = torch.from_numpy(self.halo_gids)
+        self.recv = [np.asarray(i, dtype=np.int64) - self.owned for i in book.recv_idx]
+        self.send = [np.asarray(i, dtype=np.int64) for i in book.send_idx]
+        self.send_gids = [book.local_nodes[i] for i in self.send]
+        dph = comm.topology.devices_per_host
+        self.host = comm.rank // dph
+        everyone = comm.all_gather_object((self.host, self.halo_gids,
+                                           uuid.uuid4().hex if comm.rank == 0 else None))
+        token = everyone[0][2]
+        n = graph.num_nodes
+        overlap = np.zeros(n, dtype=np.int64)
+        for _, h, _ in everyone:
+            overlap[h] += 1
+        self.overlap = overlap
+        deg = graph.degrees().astype(np.int64)
+        sign = 1 if self.params["priority_order"] == "high" else -1
+
+        def priority(gids: np.ndarray) -> np.ndarray:
+            order = np.lexsort((-gids, sign * deg[gids], sign * overlap[gids]))
+            rank = np.empty(gids.size, dtype=np.float64)
+            rank[order] = np.arange(gids.size)
+            return rank
+
+        host_gids = np.unique(np.concatenate(
+            [h for host, h, _ in everyone if host == self.host] + [np.zeros(0, np.int64)]))
+        frac = self.params["capacity_fraction"]
+
+        def capacity(explicit: int, budget_mb: float, universe: int) -> int:
+            if explicit >= 0:
+                return min(explicit, universe)
+            room = max(budget_mb - self.params["reserved_mb"], 0.0) * MB
+            return int(math.floor(frac * min(math.floor(room / bpv), universe)))
+
+        self.capacity = {
+            "local": capacity(self.params["local_capacity"], self.params["local_mb"],
+                              self.halo_gids.size),
+            "shared": capacity(self.params["shared_capacity"], self.params["shared_mb"],
+                               host_gids.size)}
+        rng = np.random.default_rng([ctx.seed, comm.rank])
+        prio = priority(self.halo_gids)
+        self.local = {l: Pool(self.halo_gids.size, self.capacity["local"], self.params["policy"],
+                              prio, rng) for l in self.layers}
+        self.shared: HostTier | None = None
+        if self.capacity["shared"] > 0:
+            if comm.backend != "thread":
+                raise CdfgnnError(
+                    f"method 'jaca': the shared (per-host) cache tier is implemented for the "
+                    f"thread backend only, not {comm.backend!r}; use --backend thread or "
+                    f"shared_mb=0 (local caches only)")
+            users = sum(1 for host, _, _ in everyone if host == self.host)
+            with _HOSTS_LOCK:
+                key = (token, self.host)
+                if key not in _HOSTS:
+                    _HOSTS[key] = HostTier(host_gids, self.capacity["shared"],
+                                           self.params["policy"], priority(host_gids),
+                                           self.layers, ctx.seed * 7919 + self.host, users)
+                self.shared = _HOSTS[key]
+                self._host_key = key
+            self.shared_pos = np.searchsorted(host_gids, self.halo_gids)
+        self.counts = {l: np.zeros(3) for l in self.layers}   # requests, local, shared hits
+        self._sent: dict[int, tuple] = {}    # layer -> (rows fetched here, rows sent per peer)
+        self.input_rows = [torch.from_numpy(graph.x[g]) for g in self.send_gids]
+
+    # ------------------------------------------------------------ epochs
+    def on_epoch_start(self, epoch: int) -> None:
+        super().on_epoch_start(epoch)
+        if self.shared is not None and epoch > 0:
+            with self.comm.overhead("cache"):
+                self.shared.merge(epoch)
+        for c in self.counts.values():
+            c[:] = 0
+        self._sent.clear()
+
+    def on_epoch_end(self, epoch: int, metrics: dict) -> dict:
+        layers = self.layers
+        flat = torch.tensor(np.concatenate([self.counts[l] for l in layers]), dtype=torch.float64)
+        if self.comm.world_size > 1:
+            self.comm.all_reduce(flat, tag="eval")
+        c = flat.numpy().reshape(len(layers), 3)
+        out = {}
+        for i, l in enumerate(layers):
+            req = max(c[i, 0], 1.0)
+            out[f"hit_local_l{l}"] = float(c[i, 1] / req)
+            out[f"hit_shared_l{l}"] = float(c[i, 2] / req)
+            out[f"hit_l{l}"] = float((c[i, 1] + c[i, 2]) / req)
+        out["hit_rate"] = float((c[:, 1] + c[:, 2]).sum() / max(c[:, 0].sum(), 1.0))
+        if epoch == self.ctx.epochs - 1 and self.shared is not None:
+            with _HOSTS_LOCK:
+                self.shared.users -= 1
+                if self.shared.users <= 0:
+                    _HOSTS.pop(self._host_key, None)
+        return out
+
+    # ------------------------------------------------------------ sync hooks
+    def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
+        if layer != 0 or not self.cache_inputs or not prop.view.training or not prop.view.sync:
+            return super().aggregate(prop, t, norm, layer)
+        src = prop.message_source
+        if src is None or src[0].shape[0] != t.shape[0] or src[1].shape[1] != t.shape[1]:
+            raise CdfgnnError("method 'jaca': this model's layer does not expose its input "
+                              "rows (Propagator.message_source), so input features cannot "
+                              "be cached")
+        weight = src[1]
+        key = SyncKey(0, "fwd", "halo", True, int(self.dims[0]))
+        x_halo = self.cached_rows(key, lambda q, rows: self.input_rows[q][rows], volatile=False)
+        if self.dropout > 0:
+            x_halo = x_halo * dropout_mask(self.halo_ids_t, x_halo.shape[1], self.dropout,
+                                           dropout_key(self.ctx.seed, self.epoch, 0))
+        return prop.matrix(norm) @ torch.cat([t, x_halo @ weight])
+
+    def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
+        if not key.training or key.layer not in self.layers or (key.layer == 0
+                                                                  and self.cache_inputs):
+            return super().halo_rows(prop, t, key)
+        rows = self.cached_rows(key, lambda q, idx: t[self.send[q][idx]], volatile=True)
+        return [rows[torch.from_numpy(r)] if r.size else None for r in self.recv]
+
+    def halo_grads(self, prop, grad_halo: list, key: SyncKey) -> list:
+        """``backward=fresh``: gradients go back for rows fetched fresh this epoch only."""
+        if self.params["backward"] == "exact" or key.layer not in self._sent:
+            return super().halo_grads(prop, grad_halo, key)
+        miss, sels = self._sent[key.layer]
+        out = [g[torch.from_numpy(miss[r])] if g is not None and r.size else None
+               for g, r in zip(grad_halo, self.recv)]
+        out = [None if g is None or not g.shape[0] else g for g in out]
+        back = self._fetch(key, out, [int(s.size) for s in sels])
+        full = []
+        for q, g in enumerate(back):
+            if g is None or q == self.comm.rank:
+                full.append(None)
+                continue
+            z = g.new_zeros((self.send[q].size, g.shape[1]))
+            z[torch.from_numpy(sels[q])] = g
+            full.append(z)
+        return full
+
+    # ------------------------------------------------------------ the cache
+    def cached_rows(self, key: SyncKey, values, volatile: bool) -> torch.Tensor:
+        """All halo rows of ``key.layer``, from the tiers where fresh, the rest fetched.
+
+        ``values(q, idx)``: the rows this rank sends to peer q for positions ``idx`` of
+        its send list (owner side).
+        """
+        layer, epoch, s = key.layer, self.epoch, self.params["staleness"]
+        n = self.halo_gids.size
+        pos = np.arange(n)
+        local = self.local[layer]
+        out = None
+        with self.comm.overhead("cache"):
+            hit_l = local.fresh(pos, epoch, s, volatile)
+            local.touch(pos, hit_l)
+            need = np.flatnonzero(~hit_l)
+            hit_s = np.zeros(n, dtype=bool)
+            if self.shared is not None and need.size:
+                spool = self.shared.pools[layer]
+                spos = self.shared_pos[need]
+                sh = spool.fresh(spos, epoch, s, volatile)
+                if spool.tracks_use:
+                    self.shared.stage(self.comm.rank, layer, "touch", spos, sh)
+                if sh.any():
+                    got = need[sh]
+                    rows_s = spool.get(spos[sh])
+                    hit_s[got] = True
+                    local.put(got, rows_s, spool.stamp[spos[sh]].copy())
+            miss = ~(hit_l | hit_s)
+            # one bit per row of each owner's list: which rows to send
+            req = [np.packbits(miss[r]) if r.size else None for r in self.recv]
+        self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
+        asks = self.comm.all_to_all([None if b is None else torch.from_numpy(b) for b in req],
+                                    tag=f"{REQ_TAG}/{layer}")
+        with self.comm.overhead("cache"):
+            outgoing, sels = [], [np.zeros(0, np.int64)] * len(asks)
+            for q, ask in enumerate(asks):
+                size = self.send[q].size
+                if ask is None or not size or q == self.comm.rank:
+                    outgoing.append(None)
+                    continue
+                sel = np.flatnonzero(np.unpackbits(ask.numpy(), count=size))
+                sels[q] = sel
+                outgoing.append(values(q, sel).detach() if sel.size else None)
+            counts = [int(miss[r].sum()) for r in self.recv]
+        fresh = self._fetch(key, outgoing, counts)
+        self._sent[layer] = (miss, sels)
+        with self.comm.overhead("cache"):
+            width = key.width
+            if n and hit_l.all():     # steady state: the local pool holds every halo row, in order
+                return local.rows
+            out = torch.zeros(n, width)
+            if hit_l.any():
+                out[torch.from_numpy(hit_l)] = local.get(np.flatnonzero(hit_l))
+            if hit_s.any():
+                # copied into the local tier above unless it is full: read the shared rows
+                got = np.flatnonzero(hit_s)
+                out[torch.from_numpy(hit_s)] = self.shared.pools[layer].get(self.shared_pos[got])
+            for q, r in enumerate(self.recv):
+                m = r[miss[r]]
+                if m.size and fresh[q] is not None:
+                    out[torch.from_numpy(m)] = fresh[q]
+            got = np.flatnonzero(miss)
+            if got.size:
+                rows = out[torch.from_numpy(got)]
+                stamps = np.full(got.size, epoch, dtype=np.int64)
+                local.put(got, rows, stamps)
+                if self.shared is not None:
+                    self.shared.stage(self.comm.rank, layer, "put", self.shared_pos[got],
+                                      rows.clone(), stamps)
+        return out
+
+    def _fetch(self, key: SyncKey, outgoing: list, counts: list) -> list:
+        """The missing rows, through the codec (accounted as the layer's halo traffic)."""
+        if self.codec.exact and self.codec.bits == 32:
+            return self.comm.all_to_all(outgoing, tag=key.tag)
+        from cdfgnn.comm.codecs import encoded_all_to_all
+        with self.comm.overhead("codec"):
+            return encoded_all_to_all(self.comm, self.codec, outgoing, counts, key.width,
+                                      key.tag, self.generator(key))

@@ -1,0 +1,230 @@
+"""``rapidgnn``: deterministic schedule, hot-feature cache, double buffering, prefetch
+(RapidGNN, Niam, Kosar & Nine, 2025; digest ``002_rapidgnn.md``).
+
+Mini-batch track, METIS partitions by default. On every worker:
+
+1. **Schedule, precomputed** (``plan``): the batches of every epoch, seeded by
+   ``H(s0, w, e, i)`` exactly as the online baselines sample them, are written to disk
+   as one file per epoch (blocks, input ids, locality bitmask; digest Q22) and read
+   back one epoch at a time (never held whole in memory).
+2. **Access counts**: ``freq_e(v)`` = number of the worker's batches of epoch e whose
+   input set holds remote vertex v (digest Q2).
+3. **Cache**: the ``n_hot`` most used remote rows (ties by vertex id), filled by one
+   bulk pull. ``cache_scope=epoch`` (default, digest Q3): epoch e's cache is the top
+   ``n_hot`` of epoch e's counts; the next epoch's cache is built into the second
+   buffer (rows already cached are copied, the rest pulled in one bulk request) and
+   swapped at the epoch boundary. ``cache_scope=global``: one cache from the counts of
+   the whole run, never swapped (Algorithm 1 read literally).
+4. **Prefetcher**: ``prefetch`` (Q) batches ahead; each staged batch takes local rows
+   from the shard, remote rows from the cache and pulls only the misses. The queue
+   is filled in issue order on the worker's own thread (the collectives of the
+   communicator are not thread-safe), so the overlap of a prefetch with the step's
+   compute is *modelled* (cdfgnn/train/minibatch.py), not run concurrently. The window
+   runs across epoch boundaries: the first batch of epoch e+1 staged in epoch e
+   triggers the bulk fill of the second buffer, which is swapped in at the boundary.
+   Only the first Q batches of the run are staged on the critical path (pipeline
+   fill). ``prefetch=0``: no prefetch, misses are pulled on the critical path and the
+   second buffer is filled at the epoch's end.
+
+Input features are static, so the cache is exact: with the same schedule the losses
+equal ``distdgl-metis``'s bit for bit (tests/test_rapidgnn.py).
+
+Memory bound (elements): ``2 n_hot d + Q m_max d`` with ``m_max`` the largest input set
+of the schedule; the cache buffers and the queue are measured and checked against it.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from collections import deque
+from typing import Any
+
+import numpy as np
+import torch
+
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.methods.base import METHODS, Param
+from cdfgnn.methods.distdgl import DistDGL
+
+
+def top_hot(ids: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` most frequent ids (ties: smaller id first), sorted by id."""
+    order = np.lexsort((ids, -counts))
+    return np.sort(ids[order[:n]])
+
+
+@METHODS.register("rapidgnn")
+class RapidGNN(DistDGL):
+    name = "rapidgnn"
+    default_partitioner = "metis"
+    PARAMS = {
+        "cache_fraction": Param(0.2, float, check=lambda v: 0.0 <= v <= 1.0,
+                                expect="in [0, 1]",
+                                doc="n_hot as a fraction of the worker's largest per-epoch "
+                                    "set of distinct remote inputs (digest Q4)"),
+        "n_hot": Param(-1, int, check=lambda v: v >= -1, expect=">= -1",
+                       doc="cache rows per worker (-1: from cache_fraction); larger than "
+                           "the remote set is clamped with a warning"),
+        "prefetch": Param(4, int, check=lambda v: v >= 0, expect=">= 0",
+                          doc="prefetch window Q in batches (0: no prefetch)"),
+        "cache_scope": Param("epoch", str, choices=("epoch", "global"),
+                             doc="per-epoch hot set, double-buffered (epoch) or one cache "
+                                 "for the whole run (global)"),
+        "reuse_cached": Param(True, bool, doc="a fill copies rows already in the serving "
+                                              "cache instead of pulling them again"),
+    }
+
+    # ------------------------------------------------------------------ plan
+    def plan(self, ctx) -> dict[str, Any]:
+        from cdfgnn.train.minibatch import write_epoch  # (the engine imports methods)
+        super().plan(ctx)
+        self.counts = {"remote_inputs": 0, "cache_hits": 0}
+        store, sched, rank = ctx.store, ctx.schedule, ctx.store.rank
+        t0 = time.perf_counter()
+        freq, sizes, nbytes = [], [], 0
+        self.files = []
+        for e in range(ctx.epochs):
+            batches = list(sched.epoch(e))
+            path = ctx.workdir / f"schedule_e{e}.npz"
+            nbytes += write_epoch(path, batches, store.owner, rank)
+            self.files.append(path)
+            remote = [b.inputs[store.owner[b.inputs] != rank] for b in batches]
+            ids, cnt = np.unique(np.concatenate(remote) if remote else np.zeros(0, np.int64),
+                                 return_counts=True)
+            freq.append((ids, cnt))
+            sizes.append(max((b.inputs.size for b in batches), default=0))
+        self.m_max = int(max(sizes, default=0))
+        precompute_s = time.perf_counter() - t0
+        # ---- cache size and hot sets
+        distinct = max((f[0].size for f in freq), default=0)
+        if self.params["cache_scope"] == "global":
+            ids_g = np.unique(np.concatenate([f[0] for f in freq]))
+            cnt_g = np.zeros(ids_g.size, dtype=np.int64)
+            for fid, fc in freq:
+                cnt_g[np.searchsorted(ids_g, fid)] += fc
+            distinct = int(ids_g.size)
+        requested = self.params["n_hot"]
+        if requested < 0:
+            requested = int(round(self.params["cache_fraction"] * distinct))
+        self.n_hot = min(requested, distinct)
+        self.clamped = requested > distinct
+        if self.clamped:
+            warnings.warn(f"rapidgnn: n_hot={requested} exceeds the {distinct} distinct remote "
+                          f"inputs of worker {rank}; clamped to {distinct}", stacklevel=2)
+        if self.params["cache_scope"] == "global":
+            self.hot = [top_hot(ids_g, cnt_g, self.n_hot)]
+        else:
+            self.hot = [top_hot(ids, cnt, self.n_hot) for ids, cnt in freq]
+        self.freq_hist = np.bincount(freq[0][1]).tolist() if freq and freq[0][1].size else [0]
+        del freq
+        # ---- initial cache: one bulk pull
+        t1 = time.perf_counter()
+        self.cache = (self.hot[0], store.pull(self.hot[0], "fill"))
+        self.next: tuple | None = None      # the second buffer, for epoch self.next_epoch
+        self.next_epoch = -1
+        self.cache_peak = self._nbytes(self.cache)
+        self.queue_peak = 0
+        self.hits_total = self.remote_total = 0
+        self.loaded: dict[int, list] = {}
+        self.queue: deque = deque()
+        # the window spans at most one epoch (two cache buffers: this epoch, the next)
+        self.q = min(self.params["prefetch"], ctx.num_batches)
+        return {"precompute_s": precompute_s, "schedule_bytes": nbytes,
+                "cache_build_s": time.perf_counter() - t1}
+
+    @staticmethod
+    def _nbytes(cache) -> int:
+        return cache[1].numel() * cache[1].element_size()
+
+    # --------------------------------------------------------------- epochs
+    def on_epoch_start(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self, epoch: int) -> list:
+        """Epoch ``epoch``'s schedule, streamed in from its file (at most two epochs held)."""
+        if epoch not in self.loaded:
+            from cdfgnn.train.minibatch import read_epoch
+            self.loaded[epoch] = read_epoch(self.files[epoch], epoch)
+        return self.loaded[epoch]
+
+    def _cache_for(self, epoch: int) -> tuple:
+        """The cache serving ``epoch``: the current buffer, or the second buffer, built
+        (one bulk pull) the first time a batch of the next epoch is staged."""
+        if self.params["cache_scope"] == "global" or epoch == self.epoch:
+            return self.cache
+        if self.next_epoch != epoch:
+            self.next = self._build(self.hot[epoch])
+            self.next_epoch = epoch
+            self.cache_peak = max(self.cache_peak,
+                                  self._nbytes(self.cache) + self._nbytes(self.next))
+        return self.next
+
+    def _build(self, new_ids: np.ndarray) -> tuple:
+        """The second buffer: rows already cached are copied, the rest pulled in bulk."""
+        ids, cur = self.cache
+        rows = torch.empty(new_ids.size, self.store.dim, dtype=self.store.x.dtype)
+        have = np.zeros(new_ids.size, dtype=bool)
+        if self.params["reuse_cached"] and ids.size:
+            pos = np.minimum(np.searchsorted(ids, new_ids), ids.size - 1)
+            have = ids[pos] == new_ids
+            rows[torch.from_numpy(np.flatnonzero(have))] = cur[torch.from_numpy(pos[have])]
+        rows[torch.from_numpy(np.flatnonzero(~have))] = self.store.pull(new_ids[~have], "fill")
+        return new_ids, rows
+
+    def _stage(self, epoch: int, i: int, mode: str) -> None:
+        batch = self._batches(epoch)[i]
+        ids, cached = self._cache_for(epoch)
+        mask = self.remote_mask(batch)
+        rid = batch.inputs[mask]
+        pos = np.searchsorted(ids, rid)
+        hit = pos < ids.size
+        hit[hit] = ids[pos[hit]] == rid[hit]
+        rows = torch.empty(rid.size, self.store.dim, dtype=self.store.x.dtype)
+        rows[torch.from_numpy(np.flatnonzero(hit))] = cached[torch.from_numpy(pos[hit])]
+        miss = ~hit
+        rows[torch.from_numpy(np.flatnonzero(miss))] = self.store.pull(rid[miss], mode)
+        self.queue.append((epoch, int(rid.size), int(hit.sum()),
+                           batch, self.store.gather(batch, rows, mask)))
+
+    def inputs(self, epoch: int, index: int):
+        q, nb = self.q, self.mb.num_batches
+        g = epoch * nb + index                      # position in the run's step sequence
+        if q == 0:
+            self._stage(epoch, index, "sync")
+        elif g == 0:                                # pipeline fill, once per run
+            for k in range(min(q, self.mb.epochs * nb)):
+                self._stage(k // nb, k % nb, "sync")
+        _, n_remote, n_hit, batch, x = self.queue.popleft()
+        self.counts["remote_inputs"] += n_remote
+        self.counts["cache_hits"] += n_hit
+        ahead = g + q
+        if q and ahead < self.mb.epochs * nb:      # the same branch on every worker
+            self._stage(ahead // nb, ahead % nb, "background")
+        staged = sum(item[-1].numel() * item[-1].element_size() for item in self.queue)
+        self.queue_peak = max(self.queue_peak, staged)
+        return batch, x
+
+    def on_epoch_end(self, epoch: int, metrics: dict | None = None) -> dict[str, Any]:
+        self.loaded.pop(epoch, None)
+        nxt = epoch + 1
+        if self.params["cache_scope"] == "epoch" and nxt < self.mb.epochs:
+            self.epoch = -1                          # (no buffer serves between epochs)
+            self.cache = self._cache_for(nxt)        # built already unless Q == 0: swap
+            self.next, self.next_epoch = None, -1
+        self.hits_total += self.counts["cache_hits"]
+        self.remote_total += self.counts["remote_inputs"]
+        return super().on_epoch_end(epoch, metrics)
+
+    def summary(self) -> dict[str, Any]:
+        d, q, esz = self.store.dim, self.q, self.store.x.element_size()
+        bound = (2 * self.n_hot * d + q * self.m_max * d) * esz
+        used = self.cache_peak + self.queue_peak
+        if used > bound:
+            raise CdfgnnError(f"rapidgnn: cache + prefetch queue used {used} bytes, above the "
+                              f"bound 2 n_hot d + Q m_max d = {bound} bytes")
+        return {"n_hot": self.n_hot, "cache_clamped": bool(self.clamped), "prefetch_q": q,
+                "m_max": self.m_max, "dim": d, "memory_bound_bytes": bound,
+                "cache_peak_bytes": self.cache_peak, "queue_peak_bytes": self.queue_peak,
+                "memory_used_bytes": used, "within_bound": used <= bound,
+                "hit_rate": self.hits_total / self.remote_total if self.remote_total else None,
+                "freq_hist_epoch0": self.freq_hist}

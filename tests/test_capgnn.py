@@ -1,0 +1,209 @@
+"""CaPGNN (digest 003): JACA caches, device profiles, RAPA, AdaQP."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.methods.base import build_strategy
+from cdfgnn.methods.jaca import Pool
+from cdfgnn.train.config import TrainConfig
+from cdfgnn.train.run import run_training
+
+
+@pytest.fixture(scope="module")
+def graph_file(tmp_path_factory, small_graph):
+    path = tmp_path_factory.mktemp("g") / "graph.npz"
+    small_graph.save(path)
+    return str(path)
+
+
+def _run(graph_file, method="exact", params=None, **kw):
+    opts = dict(graph=graph_file, dataset=None, epochs=5, warmup=1, hidden=16, layers=3,
+                workers=4, hosts=2, partitioner="metis", timeout_s=120, dropout=0.3)
+    opts.update(kw)
+    cfg = TrainConfig(method=method, method_params=params or {}, **opts)
+    rec = run_training(cfg)
+    return np.array([e["loss"] for e in rec["epochs"]]), rec
+
+
+def _halo_bytes(rec) -> float:
+    return sum(v["bytes"] for t, v in rec["comm"]["by_tag"].items() if t.startswith("halo/"))
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_jaca_degenerate_settings_equal_exact(graph_file, model):
+    ref, exact = _run(graph_file, model=model)
+    for params in ({"cache": "input"}, {"staleness": 1}, {"staleness": 1, "backward": "fresh"},
+                   {"staleness": 1, "cache": "messages"}):
+        got, rec = _run(graph_file, "jaca", params, model=model)
+        np.testing.assert_allclose(got, ref, atol=1e-5, err_msg=str(params))
+    assert rec["epochs"][-1]["hit_l0"] == 0.0          # messages, refreshed every epoch
+    _, rec = _run(graph_file, "jaca", {"staleness": 1}, model=model)
+    # input features come from the caches after epoch 0: hit rate 1 on layer 0
+    assert rec["epochs"][-1]["hit_l0"] == 1.0
+    assert rec["epochs"][-1]["hit_l1"] == 0.0          # staleness 1: never a fresh hit
+    # caching input features removes layer 0's halo traffic in both directions
+    tags = rec["comm"]["by_tag"]
+    assert "halo/fwd/0" not in tags and "halo/bwd/0" not in tags
+    assert "halo/fwd/0" in exact["comm"]["by_tag"]
+
+
+def test_jaca_stale_cache_saves_bytes_and_records_hit_rates(graph_file):
+    ref, exact = _run(graph_file)
+    got, rec = _run(graph_file, "jaca", {"staleness": 10})
+    assert _halo_bytes(rec) < 0.7 * _halo_bytes(exact)
+    assert np.abs(got - ref).max() > 1e-6            # stale embeddings change the loss
+    row = rec["epochs"][-1]
+    assert row["hit_rate"] == 1.0 and row["hit_l2"] == 1.0
+    assert rec["epochs"][0]["hit_rate"] == 0.0       # cold start
+    _, fresh = _run(graph_file, "jaca", {"staleness": 10, "backward": "fresh"})
+    assert _halo_bytes(fresh) < 0.1 * _halo_bytes(exact)
+
+
+def test_jaca_policies_at_equal_capacity(graph_file):
+    rates = {}
+    for policy in ("priority", "fifo", "lru", "lfu", "random"):
+        _, rec = _run(graph_file, "jaca", {"policy": policy, "staleness": 0,
+                                           "capacity_fraction": 0.3}, epochs=3)
+        rates[policy] = rec["epochs"][-1]["hit_rate"]
+        assert 0.0 < rates[policy] < 1.0
+    assert rates["priority"] >= min(rates.values())
+
+
+def test_pool_policies_keep_what_they_should():
+    prio = np.array([5.0, 1.0, 4.0, 0.0, 3.0])
+    rows = torch.arange(5, dtype=torch.float32)[:, None]
+    pool = Pool(5, 2, "priority", prio, np.random.default_rng(0))
+    pool.put(np.array([1, 3]), rows[[1, 3]], np.zeros(2, np.int64))
+    pool.put(np.array([0, 2, 4]), rows[[0, 2, 4]], np.zeros(3, np.int64))
+    assert set(np.flatnonzero(pool.resident)) == {0, 2}
+    assert pool.get(np.array([2]))[0, 0] == 2.0
+    fifo = Pool(5, 2, "fifo", prio, np.random.default_rng(0))
+    for p in range(5):
+        fifo.put(np.array([p]), rows[[p]], np.zeros(1, np.int64))
+    assert set(np.flatnonzero(fifo.resident)) == {3, 4}
+    # staleness: fresh while epoch - stamp < s
+    assert fifo.fresh(np.array([3]), 4, 5, True)[0] and not fifo.fresh(np.array([3]), 5, 5, True)[0]
+    assert fifo.fresh(np.array([3]), 99, 0, True)[0]        # 0: never refresh
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"local_capacity": -5}, r"local_capacity=-5: must be an integer >= 0"),
+    ({"shared_mb": -1.0}, r"shared_mb=-1.0: must be >= 0"),
+    ({"policy": "mru"}, r"policy='mru': valid: priority, fifo, lru, lfu, random"),
+])
+def test_jaca_bad_parameters_name_the_value(params, match):
+    with pytest.raises(CdfgnnError, match=match):
+        build_strategy("jaca", params)
+
+
+# ------------------------------------------------------------------ device profiles
+def test_device_profiles_scale_modelled_time(graph_file):
+    from cdfgnn.comm.devices import factors, parse_devices
+
+    slow, xfer = factors(parse_devices("x4", 4), 4)
+    assert slow[0] == pytest.approx(1.0) and slow[2] > 1.0 and xfer[3] == pytest.approx(
+        (0.1175 + 0.1198 + 0.1184 + 0.1193) / 2 / (sum([.1184, .1196, .1198, .1188, .1224, .1194,
+                                                      .1217, .1207, .1207, .1198, .1242, .1208]) / 6))
+    slow8, _ = factors(parse_devices("x8", 8), 8)
+    assert slow8[-1] > 3.0                                   # GTX 1660Ti vs RTX 3090
+    _, plain = _run(graph_file, epochs=3, warmup=0)
+    _, het = _run(graph_file, epochs=3, warmup=0, devices="r9,r9,g6,g6")
+    assert het["model_time"]["slowdown"][2] > 3.0
+    assert [d["name"] for d in het["model_time"]["devices"]] == ["rtx3090"] * 2 + ["gtx1660ti"] * 2
+    assert het["model_time"]["transfer"][0] == pytest.approx(1.0)
+    assert plain["model_time"]["devices"] is None
+
+
+def test_bad_devices_are_named():
+    from cdfgnn.comm.devices import parse_devices
+
+    with pytest.raises(CdfgnnError, match=r"unknown device profile 'h100'; valid:"):
+        TrainConfig(workers=4, devices="r9,h100,r9,r9").validate()
+    with pytest.raises(CdfgnnError, match=r"names 3 device\(s\)"):
+        parse_devices("x3", 4)
+    assert [d.name for d in parse_devices("table4", 3)] == ["rtx3090", "rtx3090", "a40"]
+
+
+def test_profile_command_writes_a_loadable_profile(tmp_path):
+    from cdfgnn.cli import main
+    from cdfgnn.comm.devices import get_device
+
+    out = tmp_path / "me.yaml"
+    assert main(["profile", "--size", "64", "--repeats", "2", "--out", str(out)]) == 0
+    prof = get_device(str(out))
+    assert prof.mm_s > 0 and prof.spmm_s > 0 and prof.idt_s > 0
+
+
+# ------------------------------------------------------------------ RAPA and CaPGNN
+def test_rapa_without_pruning_equals_exact_and_pruning_balances(graph_file, small_graph):
+    from cdfgnn.comm.devices import parse_devices
+    from cdfgnn.methods.rapa import rapa_prune
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+
+    ref, _ = _run(graph_file, devices="r9,r9,g6,g6")
+    same, rec = _run(graph_file, "rapa", {"prune": False}, devices="r9,r9,g6,g6")
+    np.testing.assert_allclose(same, ref, atol=1e-5)
+    assert "dropped_arcs" not in rec["partition"]
+    got, rec = _run(graph_file, "rapa", devices="r9,r9,g6,g6")
+    info = rec["partition"]["prepare"]["rapa"]
+    assert rec["partition"]["dropped_arcs"] == info["dropped_cross_arcs"] > 0
+    assert info["trace"][-1]["spread"] < info["trace"][0]["spread"]
+    assert np.abs(got - ref).max() > 1e-6                         # lossy
+    # the pure function: the slow devices lose halos, inner arcs are never dropped
+    part = partition_graph(small_graph, "metis", Topology.for_workers(4, 1), seed=0)
+    mask, info = rapa_prune(small_graph, part, parse_devices("r9,r9,g6,g6", 4))
+    owner = part.assignment
+    row, col = small_graph.row_of_arcs(), small_graph.indices
+    assert not (mask & (owner[row] == owner[col])).any()
+    lost = np.bincount(owner[row[mask]], minlength=4)
+    assert lost[2] + lost[3] > lost[0] + lost[1]
+    assert info["trace"][-1]["spread"] < 0.01 or info["iterations"] == 100
+
+
+def test_capgnn_degenerate_equals_exact_and_overlaps(graph_file):
+    ref, _ = _run(graph_file)
+    got, rec = _run(graph_file, "capgnn", {"prune": False, "staleness": 1})
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    assert rec["model_time"]["overlap"]
+    _, full = _run(graph_file, "capgnn", devices="x4")
+    assert full["partition"]["dropped_arcs"] > 0 and full["epochs"][-1]["hit_rate"] == 1.0
+
+
+# ------------------------------------------------------------------ AdaQP
+def test_adaqp_full_precision_equals_exact_and_adaptive_bits_save_bytes(graph_file):
+    ref, exact = _run(graph_file, dropout=0.0)
+    same, _ = _run(graph_file, "adaqp", {"bits": "32"}, dropout=0.0)
+    np.testing.assert_allclose(same, ref, atol=1e-5)
+    got, rec = _run(graph_file, "adaqp", dropout=0.0)
+    assert _halo_bytes(rec) < 0.25 * _halo_bytes(exact)
+    assert 2.0 <= rec["epochs"][-1]["adaqp_mean_bits"] <= 4.0 + 1e-9
+    assert rec["model_time"]["overlap"]
+    mixed, _ = _run(graph_file, "adaqp", {"bits": "16,32", "budget": 24}, dropout=0.0)
+    assert np.abs(mixed - ref).max() < 1e-2
+
+
+def test_greedy_bit_assignment_spends_the_budget_where_variance_is():
+    from cdfgnn.methods.adaqp import assign_bits
+
+    # message 1 has far larger ranges: it gets the bits; empty messages get 0
+    got = assign_bits([1.0, 100.0, 0.0], [(10, 4), (10, 4), (0, 0)], [1, 1, 1], [2, 4, 8], 5.0)
+    assert got[2] == 0 and got[1] > got[0] and got[1] == 8
+    assert assign_bits([1.0, 1.0], [(10, 4), (10, 4)], [1, 1], [2, 4, 8], 2.0) == [2, 2]
+    with pytest.raises(CdfgnnError, match=r"bit widths \[3\] are not in"):
+        build_strategy("adaqp", {"bits": "2,3"})
+
+
+def test_jaca_shared_tier_serves_rows_exactly(graph_file):
+    ref, _ = _run(graph_file)
+    got, rec = _run(graph_file, "jaca", {"cache": "input", "local_capacity": 0})
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    row = rec["epochs"][-1]
+    assert row["hit_shared_l0"] == 1.0 and row["hit_local_l0"] == 0.0
+    # process backend: no shared tier, a clear error (raised on every rank)
+    from cdfgnn.errors import WorkerFailedError
+    with pytest.raises((CdfgnnError, WorkerFailedError), match="thread backend only"):
+        _run(graph_file, "jaca", workers=2, hosts=1, epochs=1, backend="process")
