@@ -164,7 +164,7 @@ def fig7(inputs, params, out, md_out) -> None:
     if ep.empty or not set(cols) <= set(ep.columns):
         raise CdfgnnError(f"cdfgnn-fig7: no runs of {params['method']!r} with send ratios")
     panels = sorted({(d, t) for d, t in zip(ep["dataset"], ep["topology"])})
-    fig, axes = new_figure(1, len(panels), figsize=(5.5 * len(panels), 4.2))
+    fig, axes = new_figure(1, len(panels), figsize=(7 * len(panels), 4.2), layout="constrained")
     for ax, (ds, topo) in zip(axes[0], panels):
         sub = ep[(ep["dataset"] == ds) & (ep["topology"] == topo)]
         mean = sub.groupby("epoch")[cols + ["epsilon"]].mean()
