@@ -149,3 +149,12 @@ def test_edge_cut_variant_drops_cross_edges(files, small_graph):
     assert four["comm"]["per_epoch"]["rows_sent"] == 0
     assert set(four["comm"]["by_tag"]) <= {"grad_allreduce", "eval"}
     assert np.abs(_losses(four) - _losses(ref)).max() > 1e-4
+
+
+def test_dropedge_k_runs_are_reproducible(files):
+    g, _, _ = files
+    # fresh processes (their own hash seeds) draw the same masks as the threads
+    b = run_training(_cfg(graph=g, method_params={"dropedge_k": 3}, backend="process",
+                          workers=2))
+    c = run_training(_cfg(graph=g, method_params={"dropedge_k": 3}, workers=2))
+    np.testing.assert_allclose(_losses(b), _losses(c), atol=1e-6)

@@ -155,7 +155,8 @@ def test_graph_stats_row():
     assert row == {"name": "tiny", "num_nodes": 5, "num_edges": 4, "num_features": 2,
                    "num_classes": 3, "multilabel": False, "train": 2, "val": 1, "test": 2,
                    "avg_degree": 1.6, "max_degree": 3, "isolated_nodes": 1,
-                   "edge_homophily": pytest.approx(0.5)}  # (0,1) and (2,3) of 4 edges
+                   "edge_homophily": pytest.approx(0.5),  # (0,1) and (2,3) of 4 edges
+                   "timing_only": False}
     json.dumps(row)
     ml = graph_stats(tiny_graph(multilabel=True))
     assert ml["multilabel"] and ml["num_classes"] == 3 and ml["edge_homophily"] is None

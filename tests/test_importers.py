@@ -229,3 +229,19 @@ def test_unknown_suffix_needs_format(tmp_path):
     p.write_text("0 1\n")
     with pytest.raises(CdfgnnError, match="give --format"):
         import_graph(p)
+
+
+def test_progress_line_only_when_asked(tmp_path, capsys):
+    p = tmp_path / "g.txt"
+    p.write_text(_snap_text())
+    import_graph(p, "snap", progress=False)
+    assert capsys.readouterr().err == ""
+    import_graph(p, "snap", progress=True)  # what a terminal gets
+    assert "100.0%" in capsys.readouterr().err
+
+
+def test_random_feature_width_must_be_positive(tmp_path):
+    p = tmp_path / "e.txt"
+    p.write_text("0 1\n")
+    with pytest.raises(CdfgnnError, match="--num-features must be a positive integer, got 0"):
+        import_graph(p, "snap", num_features=0)

@@ -277,6 +277,7 @@ def test_every_grid_train_key_reaches_trainconfig():
         default = getattr(defaults, name)
         values[name] = ([3, 2] if opt.shape == "list" else default + 1 if opt.type is int
                         else default + 0.125 if opt.type is float else default)
+    values["model"] = "gat"  # the one model that takes every option (--heads included)
     cfg = load("smoke")
     cfg["experiments"]["engine"]["train"] = values
     grid = Grid(cfg)
@@ -429,19 +430,19 @@ def test_one_figure_builds_only_what_it_needs(tmp_path):
 def test_group_target_builds_only_that_papers_outputs(tmp_path):
     """A paper adds one fragment (+ one include line); `snakemake NAME` then builds its
     tables and figures and what they read, nothing of the other papers."""
-    frag = write(tmp_path / "configs" / "sylvie.yaml", {
-        "partition_sets": {"sylvie_parts": {"datasets": ["synth-arxiv"], "partitioners": ["metis"],
+    frag = write(tmp_path / "configs" / "demo.yaml", {
+        "partition_sets": {"demo_parts": {"datasets": ["synth-arxiv"], "partitioners": ["metis"],
                                             "topologies": ["h1x2", "h2x1"]}},
-        "tables": {"sylvie_claims": {"kind": "table3", "partition_set": "sylvie_parts",
+        "tables": {"demo_claims": {"kind": "table3", "partition_set": "demo_parts",
                                      "params": {"min_gpus_per_host": 1}}},
-        "figures": {"sylvie/rf": {"plot": "rf-vs-parts", "partition_set": "sylvie_parts",
+        "figures": {"demo/rf": {"plot": "rf-vs-parts", "partition_set": "demo_parts",
                                   "topologies": ["h2x1"]}}})
     top = write(tmp_path / "top.yaml", {"include": [str(REPO / "configs" / "smoke.yaml"), str(frag)]})
     common = ["-n", "--cores", "2", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path)]
-    proc = snakemake(*common, "sylvie", "--configfile", str(top))
+    proc = snakemake(*common, "demo", "--configfile", str(top))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert job_counts(proc.stdout + proc.stderr) == {
-        "prepare": 1, "partition_graph": 2, "table": 1, "figure": 1, "sylvie": 1}
+        "prepare": 1, "partition_graph": 2, "table": 1, "figure": 1, "demo": 1}
     proc = snakemake(*common, "engine", "--configfile", str(top))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert job_counts(proc.stdout + proc.stderr) == {

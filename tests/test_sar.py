@@ -15,8 +15,8 @@ from cdfgnn.train.run import train_distributed
 TOL = 1e-5
 
 
-def _cfg(method, model, p, dropout=0.0, layers=3, **kw):
-    return TrainConfig(method=method, model=model, layers=layers, hidden=16, epochs=6,
+def _cfg(method, model, p, dropout=0.0, layers=3, epochs=6, **kw):
+    return TrainConfig(method=method, model=model, layers=layers, hidden=16, epochs=epochs,
                        workers=p, hosts=2, dropout=dropout, timeout_s=60, **kw)
 
 
@@ -64,6 +64,11 @@ def test_sar_with_precompute_and_codec(small_graph):
                              small_graph, part)
     tr = half[0]["traffic"][0]["halo/fwd/1"]
     assert sum(tr["bytes"]) == 2 * 16 * sum(tr["rows"][i] for i in range(4) if i != 0)
+    # 1-bit stochastic rows: same wire bytes as exact with the codec, one round at a time
+    one = {m: train_distributed(_cfg(m, "gcn", 4, epochs=2,
+                                     method_params={"codec": "stochastic-1"}), small_graph,
+                                part) for m in ("exact", "sar")}
+    assert one["exact"][1]["traffic"][1] == one["sar"][1]["traffic"][1]
 
 
 def test_sar_refuses_gat_and_vertex_cut(small_graph):
@@ -73,3 +78,5 @@ def test_sar_refuses_gat_and_vertex_cut(small_graph):
     from cdfgnn.train.run import run_training
     with pytest.raises(CdfgnnError, match="edge-cut"):
         run_training(TrainConfig(method="sar", partitioner="hdrf", epochs=1, workers=2))
+    with pytest.raises(CdfgnnError, match="supports models gcn, sage, not 'gat'"):
+        run_training(TrainConfig(method="sar", model="gat", epochs=1, workers=2))

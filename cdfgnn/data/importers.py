@@ -30,7 +30,7 @@ and its accuracy numbers mean nothing. Without split masks the split is random
 65/10/25 (seeded).
 
 Text files are read in blocks of :data:`BLOCK_BYTES` (a progress line on stderr only
-when it is a terminal); the edge arrays are the only thing that grows with the file.
+where :func:`cdfgnn.progress.progress_enabled`: a terminal, not CI); the edge arrays are the only thing that grows with the file.
 Bad input raises :class:`CorruptFileError` with the file name (and the line number of a
 malformed line); the output file is written atomically by :meth:`Graph.save`, so an
 error leaves nothing behind.
@@ -93,8 +93,15 @@ def import_graph(path: str | Path, fmt: str | None = None, *, features: str | Pa
         raise CdfgnnError(f"{path}: unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
     if not path.exists():
         raise CdfgnnError(f"{path}: file does not exist")
+    for flag, value in (("--num-features", num_features), ("--num-classes", num_classes)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise CdfgnnError(f"{flag} must be a positive integer, got {value!r}")
     name = name or _stem(path)
-    show = sys.stderr.isatty() if progress is None else progress
+    if progress is None:
+        from cdfgnn.progress import progress_enabled
+
+        progress = progress_enabled()  # a terminal, and not CI
+    show = progress
     fx = _read_table(features, "features") if features is not None else None
     fy = _read_table(labels, "labels") if labels is not None else None
     if fx is not None and fy is not None and fx.shape[0] != fy.shape[0]:
@@ -166,12 +173,15 @@ class _Progress:
         self.total = path.stat().st_size
         self.path = path
         self.last = 0.0
+        self.done = 0
 
-    def update(self, done: int, edges: int, final: bool = False) -> None:
+    def update(self, edges: int, final: bool = False) -> None:
+        """Show bytes read so far (``self.done``, set by the reader) and edges parsed."""
         now = time.monotonic()
         if not self.enabled or (not final and now - self.last < 0.5):
             return
         self.last = now
+        done = self.total if final else self.done
         pct = 100.0 * done / self.total if self.total else 100.0
         end = "\n" if final else ""
         print(f"\r{self.path.name}: {pct:5.1f}% of {self.total / 2**20:.0f} MiB, "
@@ -203,7 +213,7 @@ def _blocks(path: Path, progress: _Progress) -> Iterator[tuple[int, bytes]]:
             if cut:
                 yield lineno, data[:cut]
                 lineno += data.count(b"\n", 0, cut)
-            progress.update(raw.tell(), 0)
+            progress.done = raw.tell()  # compressed bytes for a gzip file
         if tail:
             yield lineno, tail + b"\n"
     finally:
@@ -350,8 +360,8 @@ def read_edge_list(path: str | Path, num_nodes: int | None = None, progress: boo
             arr = where[codes].astype(np.int64)
         parts.append(arr)
         edges += arr.shape[0] // 2
-        prog.update(prog.total, edges)
-    prog.update(prog.total, edges, final=True)
+        prog.update(edges)
+    prog.update(edges, final=True)
     if not parts:
         raise CorruptFileError(f"{path}: no edges (only comments or blank lines)")
     ends = np.concatenate(parts)
@@ -422,7 +432,8 @@ def read_matrix_market(path: str | Path, progress: bool = False) -> tuple[np.nda
                     raise CorruptFileError(f"{path}: line {first + i}: index {bad} out of "
                                            f"range [1, {size[0]}]")
         parts.append(arr - 1)
-    prog.update(prog.total, 0, final=True)
+        prog.update(sum(p.shape[0] for p in parts) // 2)
+    prog.update(sum(p.shape[0] for p in parts) // 2, final=True)
     if size is None:
         raise CorruptFileError(f"{path}: no MatrixMarket size line")
     ends = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

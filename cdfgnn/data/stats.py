@@ -4,7 +4,8 @@ Definitions (DESIGN.md section 4/5; CDFGNN digest, Table 1 notes): ``num_edges``
 undirected count |E| (each symmetric pair once), ``avg_degree = 2|E| / |V|``,
 ``max_degree`` and ``isolated_nodes`` use the neighbour count without self-loops.
 ``edge_homophily`` is the fraction of edges whose endpoints share a label (multi-label
-graphs: the mean Jaccard similarity of the endpoints' label sets); it is not in the
+graphs: the mean Jaccard similarity of the endpoints' label sets, in the
+:func:`dataset_row` of `cdfgnn prepare` only; run records leave it empty); it is not in the
 papers' tables but tells how much neighbourhood aggregation can help on a twin.
 ``timing_only`` marks a graph whose features and labels are random (Friendster, an
 imported graph without features/labels): its accuracy numbers mean nothing.
@@ -53,7 +54,8 @@ def edge_homophily(graph: Graph) -> float | None:
 def graph_stats(graph: Graph) -> dict[str, Any]:
     n = graph.num_nodes
     deg = graph.degrees()
-    homophily = edge_homophily(graph)
+    # multi-label Jaccard costs [arcs, C] work: only in the prepare row (dataset_row)
+    homophily = None if graph.multilabel else edge_homophily(graph)
     return {
         "name": graph.name,
         "num_nodes": n,
@@ -144,6 +146,8 @@ def dataset_row(graph: Graph, dataset: str, scale: Any, seed: int) -> dict[str, 
     """The row of results/tables/datasets.csv for one prepared graph."""
     row = {"dataset": dataset, "scale": scale, "seed": seed, **graph_stats(graph),
            **structure_stats(graph)}
+    if graph.multilabel:
+        row["edge_homophily"] = edge_homophily(graph)
     if graph.meta.get("twin_of"):
         row["twin_of"] = graph.meta["twin_of"]
     if graph.meta.get("generator"):

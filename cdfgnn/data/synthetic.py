@@ -17,21 +17,35 @@ Generative model (all steps vectorised numpy, one ``SeedSequence`` per twin and 
 2. **Degree propensities.** ``theta_i = (1-u)^(-1/(gamma-1))`` (Pareto, so
    ``P(theta) ∝ theta^-gamma``), rescaled to mean ``d`` (the target average degree) and
    clipped at ``d_max = max_degree_frac * N`` with a few rescale/clip rounds.
-3. **Edges (Chung-Lu inside an SBM).** Vertex i emits ``Poisson(theta_i M / sum(theta))``
-   edge stubs, ``M = N d / 2``. With probability ``homophily`` a stub's other end is drawn
-   ∝ theta inside the source's block, otherwise ∝ theta over all vertices; both draws are
-   one ``searchsorted`` into the cumulative theta of the vertices sorted by block, so
-   expected degrees stay ∝ theta. Self-loops and duplicate pairs are dropped and the
-   deficit is re-sampled (a few rounds) so ``2|E|/|V| ≈ d``. Duplicates fall mostly
+3. **Edges (Chung-Lu inside a nested SBM, v2).** Each class block is split into
+   communities of mean size ``COMMUNITY_DEGREES * d`` (log-normal sizes), and every
+   vertex gets a label-independent *region* (``N / sqrt(N * community size)``
+   regions). Vertex i emits ``Poisson(theta_i M' / sum(theta))`` edge stubs,
+   ``M' = (1 - closure_frac) N d / 2``. A stub is homophilous with probability
+   ``homophily``: it then stays in the source's community with probability
+   ``community_frac`` (times ``min(1, community size / (2 theta_i))``, so a hub is not
+   asked for more distinct neighbours than its community has), else goes anywhere in
+   the block; any other stub goes into the source's region with probability
+   ``region_frac``, else anywhere. Each draw is ∝ theta within its range: one
+   ``searchsorted`` into the cumulative theta of the vertices sorted by community (or
+   by region), so expected degrees stay ∝ theta. Self-loops and duplicate pairs are
+   dropped and the deficit is re-sampled (a few rounds). Then **triangle closure**
+   adds the remaining ``closure_frac`` of the edges: a centre v uniform over vertices
+   of degree >= 2, two random neighbours u, w of v, edge u-w (a wedge whose ends are
+   in different blocks is closed with probability :func:`closure_cross_accept`, which
+   keeps the closed edges' homophily near ``homophily``). Duplicates fall mostly
    inside blocks, so the realised edge homophily is somewhat below ``homophily`` on
    dense small graphs (label noise lowers the label-measured value further).
+   v1 (``dcsbm-powerlaw-v1``) had no communities, regions or closure: no locality
+   finer than the classes (issue 11; docs/methods.md has v1 -> v2 measurements).
 4. **Features.** ``x_i = snr * mu_{b_i} + eps_i`` with unit-norm random block centroids
    ``mu`` and ``eps ~ N(0, I_F)``. Pairwise class separation of one vertex is therefore
    ``~ snr * sqrt(2)`` noise standard deviations: a per-vertex classifier is well above
    chance but noisy, and averaging homophilous neighbours (what a GCN layer does)
    sharpens it. Multi-label twins add ``label_snr * (Y_i E) / sqrt(|Y_i|)`` with random
    unit label embeddings ``E`` so labels beyond the block's typical ones are learnable.
-   Friendster's twin uses pure N(0,1) features and uniform labels (timing only).
+   Friendster's twin uses pure N(0,1) features and uniform labels independent of its
+   latent blocks (``meta["timing_only"]``).
 5. **Split.** A random permutation cut at the real dataset's train/val/test ratios.
 
 ``scale`` changes only N: feature width, classes, split ratios, degree exponent and
@@ -52,7 +66,7 @@ from cdfgnn.arrays import unique_sorted
 from cdfgnn.data.graph import csr_from_sorted_pairs
 from cdfgnn.errors import CdfgnnError
 
-GENERATOR = "dcsbm-powerlaw-v1"
+GENERATOR = "dcsbm-nested-closure-v2"
 
 #: Named sizes; an int (or a decimal string) asks for that many vertices.
 SCALES: dict[str, int] = {"tiny": 2_000, "small": 10_000, "medium": 100_000}
@@ -60,6 +74,9 @@ MIN_NODES = 100
 #: average degree is capped at N / DENSITY_CAP_DIV so tiny graphs stay sparse
 DENSITY_CAP_DIV = 40
 _TOPUP_ROUNDS = 6
+#: default community size, in units of the target average degree (module doc, step 3)
+COMMUNITY_DEGREES = 3.0
+MIN_COMMUNITY = 16
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,11 @@ class TwinSpec:
     label_snr: float = 0.0          # multi-label: norm of the per-label feature signal
     random_features: bool = False   # Friendster: N(0,1) features, uniform labels
     real_num_nodes: int | None = None
+    # locality (generator v2): communities nested in each block, triangle closure
+    community_size: float = 0.0     # mean community size (0: COMMUNITY_DEGREES x avg degree)
+    community_frac: float = 0.8     # P(a homophilous stub stays in its community)
+    region_frac: float = 0.8        # P(any other stub stays in its source's region)
+    closure_frac: float = 0.3       # fraction of the edges made by closing wedges
 
 
 # Real values from the digests: CDFGNN Table 1 (reddit = GraphSAINT's 0.66/0.10/0.24 split,
@@ -113,8 +135,9 @@ TWINS: dict[str, TwinSpec] = {s.name: s for s in [
     TwinSpec("synth-flickr", "flickr", 500, 7, 10.08, 2.5, (0.50, 0.25, 0.25),
              homophily=0.35, feature_snr=2.5, class_skew=0.9, label_noise=0.35,
              real_num_nodes=89_250),
+    # latent blocks give Friendster's twin locality; its labels ignore them (timing only)
     TwinSpec("synth-friendster", "friendster", 64, 32, 55.06, 2.5, (0.65, 0.10, 0.25),
-             homophily=0.0, feature_snr=0.0, random_features=True, real_num_nodes=65_608_366),
+             homophily=0.7, feature_snr=0.0, random_features=True, real_num_nodes=65_608_366),
     TwinSpec("synth-powerlaw", None, 64, 8, 20.0, 2.2, (0.6, 0.2, 0.2),
              homophily=0.7, feature_snr=2.0, class_skew=0.5, label_noise=0.1),
 ]}
@@ -158,8 +181,9 @@ def generate_twin(name: str, scale: str | int = "small", seed: int = 0) -> Graph
     if spec.multilabel:
         blocks, y = _multilabel_blocks(spec, n, r_lab)
     elif spec.random_features:
+        # edges follow latent blocks (locality), labels are uniform and independent of them
         blocks = r_lab.integers(0, spec.num_classes, size=n, dtype=np.int64)
-        y = blocks.copy()
+        y = r_lab.integers(0, spec.num_classes, size=n, dtype=np.int64)
     else:
         pi = _class_probs(spec.num_classes, spec.class_skew)
         blocks = r_lab.choice(spec.num_classes, size=n, p=pi).astype(np.int64)
@@ -172,15 +196,31 @@ def generate_twin(name: str, scale: str | int = "small", seed: int = 0) -> Graph
         blocks[first] = np.arange(spec.num_classes)
         y[first] = np.arange(spec.num_classes)
     theta = powerlaw_propensities(n, d, spec.degree_exponent, spec.max_degree_frac * n, r_deg)
-    src, dst = sample_sbm_edges(blocks, theta, n * d / 2.0, spec.homophily, r_edge)
+    size = spec.community_size or max(MIN_COMMUNITY, COMMUNITY_DEGREES * d)
+    # regions: label-independent locality between the communities and the whole graph
+    num_regions = max(1, int(round(n / np.sqrt(n * size))))
+    region = r_edge.integers(0, num_regions, size=n, dtype=np.int64)
+    comm = nested_communities(blocks, size, r_edge)
+    m_total = n * d / 2.0
+    src, dst = sample_sbm_edges(blocks, theta, m_total * (1.0 - spec.closure_frac), spec.homophily,
+                                r_edge, communities=comm, community_frac=spec.community_frac,
+                                regions=region, region_frac=spec.region_frac)
+    if spec.closure_frac > 0:
+        src, dst = close_triangles(src, dst, n, int(round(m_total)) - src.shape[0], blocks,
+                                   closure_cross_accept(spec.homophily, int(blocks.max()) + 1),
+                                   r_edge)
     x = _features(spec, blocks, y, r_feat)
     train, val, test = random_split(n, spec.split, r_split)
     meta: dict[str, Any] = {
         # params pass through JSON so the in-memory meta equals the one read back from disk
         "generator": GENERATOR, "params": json.loads(json.dumps(asdict(spec))), "seed": int(seed),
         "scale": scale if isinstance(scale, str) else int(scale), "num_nodes": n,
-        "avg_degree_target": d, "twin_of": spec.twin_of,
+        "avg_degree_target": d, "twin_of": spec.twin_of, "community_size": size,
+        "communities": int(comm.max()) + 1,
+        "regions": num_regions,
     }
+    if spec.random_features:
+        meta["timing_only"] = True
     indptr, indices = csr_from_sorted_pairs(src, dst, n)
     g = Graph(indptr, indices, x, y, train, val, test, name, meta)
     g.validate()
@@ -212,18 +252,70 @@ def powerlaw_propensities(n: int, mean: float, gamma: float, cap: float,
     return theta
 
 
+def nested_communities(blocks: np.ndarray, size: float, rng: np.random.Generator) -> np.ndarray:
+    """Community of every vertex: each block split into ~|block| / size communities.
+
+    Community ids are numbered block by block, so sorting by community also sorts by
+    block. Sizes vary (log-normal weights, sigma 0.5) as real communities do.
+    """
+    nb = int(blocks.max()) + 1
+    counts = np.bincount(blocks, minlength=nb)
+    k = np.maximum(1, np.round(counts / float(size)).astype(np.int64))
+    first = np.concatenate([[0], np.cumsum(k)[:-1]])
+    weights = rng.lognormal(0.0, 0.5, size=int(k.sum()))
+    comm = np.empty(blocks.shape[0], dtype=np.int64)
+    order = np.argsort(blocks, kind="stable")
+    start = 0
+    for b in range(nb):  # loop over blocks (tens), not vertices
+        members = order[start:start + counts[b]]
+        start += counts[b]
+        w = weights[first[b]:first[b] + k[b]]
+        comm[members] = first[b] + rng.choice(k[b], size=members.shape[0], p=w / w.sum())
+    return comm
+
+
+def _ranges(keys: np.ndarray, theta: np.ndarray, k: int):
+    """Per key value: start of its theta mass, its mass, its last sorted position
+    (in the order that sorts ``keys``)."""
+    mass = np.bincount(keys, weights=theta, minlength=k)
+    start = np.concatenate([[0.0], np.cumsum(mass)[:-1]])
+    end_pos = np.cumsum(np.bincount(keys, minlength=k)) - 1
+    return start, mass, end_pos
+
+
 def sample_sbm_edges(blocks: np.ndarray, theta: np.ndarray, num_edges: float, homophily: float,
-                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Undirected edges (src < dst, unique, no self-loops, sorted) of about ``num_edges``."""
+                     rng: np.random.Generator, communities: np.ndarray | None = None,
+                     community_frac: float = 0.0, regions: np.ndarray | None = None,
+                     region_frac: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Undirected edges (src < dst, unique, no self-loops, sorted) of about ``num_edges``.
+
+    A stub is homophilous with probability ``homophily``: then it stays in its source's
+    community with probability ``community_frac``, else goes anywhere in the source's
+    block. Any other stub goes to the source's region (label-independent locality) with
+    probability ``region_frac``, else anywhere. Every draw is ∝ theta within its range.
+    Communities must nest in blocks, numbered block by block
+    (:func:`nested_communities`), so block and community ranges are contiguous in one
+    order.
+    """
     n = blocks.shape[0]
     target = int(round(num_edges))
-    order = np.argsort(blocks, kind="stable")
+    nb = int(blocks.max()) + 1
+    if regions is None:
+        regions, region_frac = np.zeros(n, dtype=np.int64), 0.0
+    if communities is None:
+        communities, community_frac = blocks, 0.0
+    # order A: by community, hence by block
+    order = np.argsort(communities, kind="stable")
     cum = np.cumsum(theta[order])
     total = cum[-1]
-    nb = int(blocks.max()) + 1
-    bmass = np.bincount(blocks, weights=theta, minlength=nb)
-    bstart = np.concatenate([[0.0], np.cumsum(bmass)[:-1]])
-    bend_pos = np.cumsum(np.bincount(blocks, minlength=nb)) - 1  # last sorted position per block
+    c_start, c_mass, c_end = _ranges(communities, theta, int(communities.max()) + 1)
+    b_start, b_mass, b_end = _ranges(blocks, theta, nb)
+    c_size = np.bincount(communities)[communities].astype(np.float64)
+    p_comm = np.minimum(1.0, 0.5 * c_size / np.maximum(theta, 1e-12))
+    # order R: by region
+    order_r = np.argsort(regions, kind="stable")
+    cum_r = np.cumsum(theta[order_r])
+    r_start, r_mass, r_end = _ranges(regions, theta, int(regions.max()) + 1)
     nodes = np.arange(n, dtype=np.int64)
 
     keys = np.empty(0, dtype=np.int64)
@@ -234,14 +326,24 @@ def sample_sbm_edges(blocks: np.ndarray, theta: np.ndarray, num_edges: float, ho
         # Poisson stub counts give sources ∝ theta without a search per edge
         src = np.repeat(nodes, rng.poisson(theta * (want / total)))
         m = src.shape[0]
-        inside = rng.random(m) < homophily
-        b = blocks[src]
+        homo = rng.random(m) < homophily
+        # a hub cannot find theta distinct neighbours in a small community: the share of
+        # its stubs kept there shrinks to about half the community's size
+        in_comm = homo & (rng.random(m) < community_frac * p_comm[src])
+        local = ~homo & (rng.random(m) < region_frac)
         u = rng.random(m)
-        pick = np.where(inside, bstart[b] + u * bmass[b], u * total)
-        pos = np.minimum(np.searchsorted(cum, pick, side="right"), n - 1)
-        # float rounding at a block's upper end may step into the next block
-        pos = np.where(inside, np.minimum(pos, bend_pos[b]), pos)
-        dst = order[pos]
+        # range of each draw: community, block (order A), region (order R), or all (A)
+        kind = np.where(in_comm, 0, np.where(homo, 1, np.where(local, 2, 3)))
+        c, b, r = communities[src], blocks[src], regions[src]
+        start = np.choose(kind, [c_start[c], b_start[b], r_start[r], 0.0])
+        mass = np.choose(kind, [c_mass[c], b_mass[b], r_mass[r], total])
+        end = np.choose(kind, [c_end[c], b_end[b], r_end[r], n - 1])
+        pick = start + u * mass
+        pos = np.where(local, np.searchsorted(cum_r, pick, side="right"),
+                       np.searchsorted(cum, pick, side="right"))
+        # float rounding at a range's upper end may step into the next one
+        pos = np.minimum(pos, end)
+        dst = np.where(local, order_r[pos], order[pos])
         lo, hi = np.minimum(src, dst), np.maximum(src, dst)
         new = unique_sorted(lo[lo != hi] * n + hi[lo != hi])
         before = keys.shape[0]
@@ -257,6 +359,63 @@ def sample_sbm_edges(blocks: np.ndarray, theta: np.ndarray, num_edges: float, ho
             break
         # the next round's yield is about this round's gained/sampled ratio
         want = min(deficit * max(m, 1) / max(gained, 1), 4.0 * deficit + 16)
+    return keys // n, keys % n
+
+
+def _merge_keys(keys: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Union of two sorted unique key arrays."""
+    merged = np.sort(np.concatenate([keys, new]), kind="stable")
+    return merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
+
+
+def closure_cross_accept(h: float, k: int) -> float:
+    """P(closing a wedge whose ends lie in different blocks) that keeps the closed edges'
+    same-block rate near h: the ends of a wedge share a block with s ~ h^2 + (1-h)^2 / k,
+    and s / (s + (1 - s) q) = h gives q = s (1 - h) / (h (1 - s))."""
+    s = h * h + (1.0 - h) ** 2 / max(k, 1)
+    if h <= 1.0 / max(k, 1) or s >= 1.0:
+        return 1.0
+    return float(min(1.0, s * (1.0 - h) / (h * (1.0 - s))))
+
+
+def close_triangles(src: np.ndarray, dst: np.ndarray, n: int, extra: int, blocks: np.ndarray,
+                    cross_accept: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Add about ``extra`` edges that close wedges u - v - w (a triangle each).
+
+    The centre v is uniform over vertices of degree >= 2 (so low-degree vertices gain
+    clustering, as in real graphs), u and w two distinct random neighbours of v, hence
+    the new edge's ends are drawn about ∝ degree and the degree shape is kept. A wedge
+    whose ends lie in different blocks is closed only with probability
+    ``cross_accept`` (:func:`closure_cross_accept` keeps the edge homophily near h). Rounds on the
+    growing graph until the count is reached (or a round adds nothing).
+    """
+    keys = src * n + dst
+    target = keys.shape[0] + max(int(extra), 0)
+    for _ in range(4 * _TOPUP_ROUNDS):
+        deficit = target - keys.shape[0]
+        if deficit <= 0.01 * target:
+            break
+        indptr, indices = csr_from_sorted_pairs(keys // n, keys % n, n)
+        deg = np.diff(indptr)
+        cand = np.flatnonzero(deg >= 2)
+        if cand.size == 0:
+            break
+        k = int(min(deficit, max(keys.shape[0] // 2, 1000)) * 1.3) + 16
+        v = cand[rng.integers(0, cand.shape[0], size=k)]
+        i = rng.integers(0, deg[v])
+        j = rng.integers(0, deg[v] - 1)
+        j += j >= i
+        a, b = indices[indptr[v] + i], indices[indptr[v] + j]
+        keep = ((blocks[a] == blocks[b]) | (rng.random(k) < cross_accept)) & (a != b)
+        a, b = a[keep], b[keep]
+        new = unique_sorted(np.minimum(a, b) * n + np.maximum(a, b))
+        before = keys.shape[0]
+        new = new[~np.isin(new, keys, assume_unique=True)][:deficit]
+        if new.size == 0:
+            break
+        keys = _merge_keys(keys, rng.permutation(new)[:deficit] if new.size > deficit else new)
+        if keys.shape[0] == before:
+            break
     return keys // n, keys % n
 
 

@@ -265,6 +265,12 @@ class Grid:
             if tr not in ONE_PROCESS_TRAINERS:
                 raise CdfgnnError(f"{where}.single: unknown trainer {tr!r}; "
                                   f"valid: {', '.join(ONE_PROCESS_TRAINERS)}")
+        cap = exp.get("workers")
+        for t in exp.get("topologies", []) if cap is not None else []:
+            parts = Topology.parse(t).num_parts
+            if cap < parts and parts % cap:
+                raise CdfgnnError(f"{where}.workers: {cap} does not divide the {parts} parts "
+                                  f"of topology {t!r}")
         train = exp.get("train") or {}
         for key in train:
             if key not in TRAIN_FLAGS:
@@ -543,9 +549,9 @@ class Grid:
         args: list[str] = ["--trainer", trainer, "--data-seed", str(self.data_seed)]
         if trainer == DISTRIBUTED:
             preset = self.methods[method]
-            topo = Topology.parse(topology)
-            args += ["--method", preset["name"], "--workers", str(topo.num_parts),
-                     "--hosts", str(topo.hosts)]
+            workers, hosts = self.run_workers(experiment, topology)
+            args += ["--method", preset["name"], "--workers", str(workers),
+                     "--hosts", str(hosts)]
             for k, v in (preset.get("params") or {}).items():
                 args += ["--method-param", format_param(k, v)]
         else:
@@ -561,6 +567,15 @@ class Grid:
             else:
                 args += [flag, str(value)]
         return shlex.join(args)
+
+    def run_workers(self, experiment: str, topology: str) -> tuple[int, int]:
+        """(workers, hosts) of a distributed run: one worker per part, or the experiment's
+        ``workers`` cap (several parts per worker; hosts kept when they divide it)."""
+        topo = Topology.parse(topology)
+        cap = self.experiments[experiment].get("workers")
+        if cap is None or cap >= topo.num_parts:
+            return topo.num_parts, topo.hosts
+        return cap, topo.hosts if cap % topo.hosts == 0 else 1
 
     # ---------------------------------------------------- wildcard regexes
     def wildcard_constraints(self) -> dict[str, str]:

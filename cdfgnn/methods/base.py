@@ -132,6 +132,8 @@ class SyncStrategy:
     name = "base"
     #: "edge", "vertex" or None (works with both partition kinds)
     partition_kind: str | None = None
+    #: the models the method runs (None: every model)
+    supported_models: tuple[str, ...] | None = None
     #: communication overlaps computation (pipelining): the modelled epoch is then
     #: max(compute, vertex communication) + gradient all-reduce, per rank
     overlaps_compute: bool = False

@@ -37,6 +37,7 @@ from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param, SyncStrategy
 
 REWEIGHTS = ("dar", "none", "inv-rf")
+MASK_SALT = 0x4D41534B   # "MASK": the DropEdge-K masks' RNG stream
 
 _RF_CACHE: dict[int, tuple[object, np.ndarray]] = {}
 _RF_LOCK = threading.Lock()
@@ -145,12 +146,10 @@ class CoFree(SyncStrategy):
         self._views: dict = {}
         k = self.params["dropedge_k"]
         if k and not self.params["dropedge_resample"]:
+            # seeded by (seed, part) only: the same masks in every process and run
+            rng = np.random.default_rng([ctx.seed, ctx.part, MASK_SALT])
             self._masks = dropedge_masks(self._indptr, self._indices, k,
-                                         self.params["drop_ratio"], self._rng("masks"))
-
-    def _rng(self, *salt) -> np.random.Generator:
-        ctx = self.ctx
-        return np.random.default_rng([ctx.seed, ctx.part, *[hash(s) & 0xFFFF for s in salt]])
+                                         self.params["drop_ratio"], rng)
 
     def _view(self, base, key, indptr, indices):
         deg = np.diff(indptr)

@@ -163,14 +163,16 @@ class RapaMixin:
         if part.kind != "edge":
             raise CdfgnnError(f"method {self.name!r} prunes halos of an edge-cut partitioning, "
                               f"got a {part.kind}-cut one")
+        from cdfgnn.methods.jaca import halo_overlap
+        overlap = halo_overlap(graph, part)
         if not self.params["prune"]:
-            self.prepare_info = {"rapa": None}
+            self.prepare_info = {"rapa": None, "halo_overlap": overlap}
             return None
         from cdfgnn.comm.devices import parse_devices
         profiles = parse_devices(getattr(self, "devices", None), part.num_parts)
         mask, info = rapa_prune(graph, part, profiles, self.params["alpha"], self.params["eps"],
                                 self.params["max_iter"], self.params["recount"])
-        self.prepare_info = {"rapa": info}
+        self.prepare_info = {"rapa": info, "halo_overlap": overlap}
         return mask
 
 

@@ -76,11 +76,18 @@ class SequentialAggregate(torch.autograd.Function):
 class SAR(SyncStrategy):
     name = "sar"
     partition_kind = "edge"
+    supported_models = ("gcn", "sage")
 
     def __init__(self, **params):
         super().__init__(**params)
         self._blocks: dict = {}
         self._peak = 0
+        self._round = 0
+
+    def generator(self, key: SyncKey) -> torch.Generator:
+        """Codec noise of one round: the sync point's seed mixed with the round."""
+        base = int(super().generator(key).initial_seed())
+        return torch.Generator().manual_seed(hash((base, self._round)) & 0x7FFFFFFFFFFF)
 
     def on_epoch_start(self, epoch: int) -> None:
         super().on_epoch_start(epoch)
@@ -120,6 +127,7 @@ class SAR(SyncStrategy):
             elif blocks.peer[src] is not None:
                 outgoing[src] = _mm(blocks.peer[src], x, False)
             key = SyncKey(layer, direction, "halo", True, width)
+            self._round = k
             incoming = self.exchange(key, outgoing)
             if fwd:
                 rows = incoming[src]

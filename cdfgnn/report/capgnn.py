@@ -5,7 +5,8 @@ are the engine's **modelled** times (DESIGN.md sec. 4: measured CPU compute scal
 each worker's device profile, plus the NetworkModel's communication time), shown in
 milliseconds per epoch (the paper gives seconds per 200 epochs). A run's method
 label is its config key (the ``{method}`` folder of its path), else method(params).
-Re-implemented peers (``adaqp``, ``distgcn``, ``cachedgcn``) are marked "(re-impl.)".
+Re-implemented peers (``adaqp``; ``distgcn`` = the ``cagnet`` method, ``cachedgcn`` = the
+``sancus`` method, as config presets) are marked "(re-impl.)".
 """
 from __future__ import annotations
 
@@ -120,16 +121,19 @@ def table7(inputs, params, out, md_out) -> None:
 
     df = _mean(metrics_frame(inputs.records), ["dataset", "model", "key", "method", "workers",
                                                 "devices"])
-    rows = []
+    rows, cols = [], {}
     for (ds, model), sub in df.groupby(["dataset", "model"], sort=True):
         for key in _method_order(sub["key"]):
             m = sub[sub["key"] == key]
             row = {"dataset": ds, "model": model,
                    "method": _label(key, m["method"].iloc[0])}
             for _, r in m.sort_values("workers").iterrows():
-                row[f"P={r.workers} ({r.devices})"] = _cell(r)
+                col = f"P={r.workers} ({r.devices})"
+                cols[col] = (r.workers, r.devices)
+                row[col] = _cell(r)
             rows.append(row)
-    table = pd.DataFrame(rows)
+    order = sorted(cols, key=lambda c: cols[c])
+    table = pd.DataFrame(rows).reindex(columns=["dataset", "model", "method", *order])
     write_table(table, out, md_out, title="CaPGNN Table 7 analogue: overall performance",
                 notes=["Cell: modelled epoch time (ms) / modelled communication time of the "
                        "slowest rank (ms) / final test accuracy (%), mean over seeds. Devices: "
@@ -319,6 +323,35 @@ def fig4(inputs, params, out, md_out) -> None:
         ax.set_title(f"{m}, 1-hop halo")
         ax.set_xlabel("partitions P")
         ax.set_ylabel("halo vertices / inner vertices")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    save_figure(fig, out)
+
+
+@report("capgnn-fig6", kind="figure", reads=("runs",))
+def fig6(inputs, params, out, md_out) -> None:
+    """Fig. 6: vertices held as a halo by >= 2 parts, against P (jaca runs' records)."""
+    from cdfgnn.report.render import new_figure, save_figure
+
+    rows = []
+    for rec in inputs.records:
+        info = ((rec.get("partition") or {}).get("prepare") or {}).get("halo_overlap")
+        if info:
+            cfg = rec["config"]
+            rows.append({"dataset": cfg["dataset"], "partitioner": cfg["partitioner"],
+                         "P": int(cfg["workers"]), **{k: info[k] for k in
+                                                      ("overlapping", "excess", "halo_distinct")}})
+    if not rows:
+        raise CdfgnnError("capgnn-fig6: no run records with halo overlap statistics (jaca)")
+    df = pd.DataFrame(rows).groupby(["dataset", "partitioner", "P"]).mean().reset_index()
+    fig, axes = new_figure(1, 2, figsize=(10, 3.8))
+    for (ds, pt), g in df.groupby(["dataset", "partitioner"]):
+        axes[0][0].plot(g["P"], g["overlapping"], marker="o", label=f"{ds}, {pt}")
+        axes[0][1].plot(g["P"], g["excess"], marker="o", label=f"{ds}, {pt}")
+    axes[0][0].set_ylabel("#{v : R(v) >= 2}")
+    axes[0][1].set_ylabel("sum_v (R(v) - 1)+  (redundant halo copies)")
+    for ax in axes[0]:
+        ax.set_xlabel("partitions P (1-hop halo)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     save_figure(fig, out)

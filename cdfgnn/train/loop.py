@@ -75,6 +75,7 @@ class EpochTimes:
     reduce_s: float
     overhead_cpu_s: float = 0.0     # codec / cache work, counted as communication
     overlap: bool = False           # vertex communication overlapped computation
+    part_cpu_max_s: float = 0.0     # max over the rank's parts of one part's CPU time
 
     @property
     def compute_s(self) -> float:
@@ -83,7 +84,8 @@ class EpochTimes:
     def as_dict(self) -> dict[str, Any]:
         return {"wall_s": self.wall_s, "cpu_s": self.cpu_s, "comm_s": self.comm_s,
                 "reduce_s": self.reduce_s, "compute_s": self.compute_s,
-                "overhead_cpu_s": self.overhead_cpu_s, "overlap": self.overlap}
+                "overhead_cpu_s": self.overhead_cpu_s, "overlap": self.overlap,
+                "part_cpu_max_s": self.part_cpu_max_s}
 
 
 @dataclass
@@ -170,13 +172,17 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         t0, c0 = time.perf_counter(), time.thread_time()
         opt.zero_grad(set_to_none=False)
         loss = torch.zeros((), dtype=torch.float64)
+        part_cpu = 0.0
         for part in parts:
+            p0 = time.thread_time()
             loss = loss + _train_part(model, part, epoch).detach().double()
+            part_cpu = max(part_cpu, time.thread_time() - p0)
         if comm is not None and comm.world_size > 1:
             _all_reduce_grads(comm, params)
         opt.step()
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         res.times.append(_epoch_times(comm, wall, cpu, lead, epoch))
+        res.times[-1].part_cpu_max_s = part_cpu
         if comm is not None:
             res.traffic.append(comm.stats.snapshot())
         # ---- evaluation: outside the timed section, traffic already snapshotted

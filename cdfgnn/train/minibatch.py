@@ -56,7 +56,8 @@ from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.energy import EnergyMeter
-from cdfgnn.train.loop import GRAD_TAG, EVAL_TAG, loss_sum, metrics_from_counts, LocalData
+from cdfgnn.train.loop import (EVAL_TAG, GRAD_TAG, LocalData, _all_reduce_grads,
+                               _reduce_scalar, loss_sum, metrics_from_counts)
 from cdfgnn.train.oracle import blocks_from_arrays, sample_block_arrays
 from cdfgnn.train.record import peak_rss_mb
 
@@ -292,7 +293,6 @@ def rank_main(comm, job) -> dict:
     """One worker of the mini-batch track (launched like the full-batch ranks)."""
     from cdfgnn.methods import build_strategy
     from cdfgnn.partition.base import Partitioning
-    from cdfgnn.train.oracle import one_thread  # noqa: F401  (threads set by the launcher)
     from cdfgnn.train.worker import full_graph_counter, model_for
 
     cfg: TrainConfig = job.cfg
@@ -346,7 +346,7 @@ def rank_main(comm, job) -> dict:
             opt.zero_grad()
             loss.backward()
             if p > 1:
-                _all_reduce(comm, params)
+                _all_reduce_grads(comm, params)
             opt.step()
             total += loss.detach().double() * int(totals[i])
             wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
@@ -369,7 +369,7 @@ def rank_main(comm, job) -> dict:
         steps.append({"steps": step_rows, "end": _counters_dict(end_pulls), **extra})
         # ---- evaluation, outside the timed section
         row = {"epoch": epoch, "batches": nb,
-               "loss": _sum_scalar(comm, total / max(n_train, 1))}
+               "loss": _reduce_scalar(total / max(n_train, 1), comm)}
         if epoch % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
             row.update(_evaluate(comm, model, counts_fn, graph.multilabel))
         epochs.append(row)
@@ -387,22 +387,6 @@ def rank_main(comm, job) -> dict:
 def _counters_dict(c: PullCounters) -> dict:
     return {"pull": {m: {"bytes": c.bytes[m].tolist(), "msgs": c.msgs[m].tolist(),
                          "rows": int(c.rows[m])} for m in c.bytes}}
-
-
-def _all_reduce(comm, params: list[torch.Tensor]) -> None:
-    flat = torch.cat([q.grad.reshape(-1) for q in params])
-    comm.all_reduce(flat, tag=GRAD_TAG)
-    off = 0
-    for q in params:
-        q.grad.copy_(flat[off: off + q.numel()].view_as(q.grad))
-        off += q.numel()
-
-
-def _sum_scalar(comm, v: torch.Tensor) -> float:
-    t = v.to(torch.float64).reshape(1).clone()
-    if comm.world_size > 1:
-        comm.all_reduce(t, tag=EVAL_TAG)
-    return float(t[0])
 
 
 @torch.no_grad()
@@ -536,7 +520,9 @@ def assemble(cfg: TrainConfig, topology, network, results: list[dict]) -> dict[s
     sl = timed_slice(cfg.epochs, cfg.warmup)
     timed = body["epochs"][sl]
     mean = (lambda k: float(np.mean([r[k] for r in timed])) if timed else 0.0)
-    plan_s = max(res["plan"]["plan_wall_s"] for res in results)
+    # the schedule precompute (sampling every epoch, files, counts); the cache fill apart
+    plan_s = max(res["plan"].get("precompute_s", res["plan"]["plan_wall_s"])
+                 for res in results)
     train_s = float(sum(max(res["times"][e]["wall_s"] for res in results)
                         for e in range(cfg.epochs)))
     setup = [res["plan"].pop("plan_pull")["pull"] for res in results]

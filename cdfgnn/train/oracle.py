@@ -116,20 +116,25 @@ def sample_block_arrays(graph: Graph, seeds: np.ndarray, fanouts: list[int],
     for fanout in reversed(fanouts):
         counts, arcs = sample_arcs(graph.indptr, dst, fanout, rng)
         nbrs = graph.indices[arcs]
-        u = np.sort(nbrs)
-        u = u[np.r_[True, u[1:] != u[:-1]]] if u.size else u
+        # distinct sampled vertices u and each arc's index into u (one sort of the arcs)
+        order = np.argsort(nbrs, kind="stable")
+        sn = nbrs[order]
+        first = np.r_[True, sn[1:] != sn[:-1]] if sn.size else np.zeros(0, dtype=bool)
+        u = sn[first]
+        inv = np.empty(nbrs.size, dtype=np.int64)
+        inv[order] = np.cumsum(first) - 1
+        # which of u are already in dst (no O(N) buffer per batch: binary search)
         dsort = np.argsort(dst, kind="stable")
-        dsorted = dst[dsort]
-        pos = np.minimum(np.searchsorted(dsorted, u), max(dst.size - 1, 0))
-        new = u[dsorted[pos] != u] if dst.size else u          # sampled, not yet in dst
+        pos = np.minimum(np.searchsorted(dst[dsort], u), max(dst.size - 1, 0))
+        in_dst = dst[dsort[pos]] == u if dst.size else np.zeros(u.size, dtype=bool)
+        new = u[~in_dst]                                       # sampled, not yet in dst
         src = np.concatenate([dst, new])
-        # local ids without an O(N) buffer per batch: merge dst (sorted) and new (sorted)
-        sorter = np.concatenate([dsort, dst.size + np.arange(new.size)])
-        order = np.argsort(np.concatenate([dsorted, new]), kind="stable")
-        sorter, ssorted = sorter[order], np.concatenate([dsorted, new])[order]
+        local_u = np.empty(u.size, dtype=np.int64)
+        local_u[in_dst] = dsort[pos[in_dst]]
+        local_u[~in_dst] = dst.size + np.arange(new.size)
         indptr = np.zeros(dst.size + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
-        structure.append((indptr, sorter[np.searchsorted(ssorted, nbrs)]))
+        structure.append((indptr, local_u[inv]))
         srcs.append(src)
         dst = src
     return srcs[::-1], structure[::-1]

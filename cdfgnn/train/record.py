@@ -91,7 +91,8 @@ def summarise_epochs(epochs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def mean_times(times: list[dict[str, float]], sl: slice) -> dict[str, float]:
     sel = times[sl]
-    keys = ("wall_s", "cpu_s", "compute_s", "comm_s", "reduce_s", "overhead_cpu_s")
+    keys = ("wall_s", "cpu_s", "compute_s", "comm_s", "reduce_s", "overhead_cpu_s",
+            "part_cpu_max_s")
     return {k: float(np.mean([t.get(k, 0.0) for t in sel])) if sel else 0.0 for k in keys}
 
 

@@ -133,6 +133,10 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
         raise CdfgnnError(f"method {cfg.method!r} needs a {need}-cut partitioning, "
                           f"partitioner {part.method!r} makes a {part.kind}-cut")
     check_parts_per_worker(cfg, part, method_cls)
+    models = method_cls.supported_models
+    if models is not None and cfg.model not in models:
+        raise CdfgnnError(f"method {cfg.method!r} supports models {', '.join(models)}, "
+                          f"not {cfg.model!r}")
     if cfg.model == "gat" and part.kind != "edge":
         raise CdfgnnError(f"model 'gat' needs an edge-cut partitioning, partitioner "
                           f"{part.method!r} makes a {part.kind}-cut")

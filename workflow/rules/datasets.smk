@@ -1,5 +1,7 @@
 # Datasets: one Graph file and one statistics row per dataset, then the Table 1 analogue.
 
+from cdfgnn.data.synthetic import GENERATOR as TWIN_GENERATOR
+
 
 # A twin or real dataset is named; a dataset imported from files (a mapping entry
 # in the config's `datasets`) has its files as inputs, so a changed file rebuilds.
@@ -11,6 +13,9 @@ rule prepare:
         stats="results/data/{dataset}.stats.json",
     params:
         args=lambda wc: grid.prepare_args(wc.dataset),
+        # not used by the command: a new twin generator version changes this parameter,
+        # so Snakemake rebuilds Graph files made by the old one (rerun trigger "params")
+        generator=TWIN_GENERATOR,
     threads: grid.threads["prepare"]
     log:
         "results/logs/prepare/{dataset}.log",

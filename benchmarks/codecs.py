@@ -1,0 +1,91 @@
+"""Codec throughput on one core: quantize + pack + unpack + dequantize of every codec.
+
+For each codec spec, the time of ``decode(encode(x))`` on one float32 tensor is
+printed as GB/s of float32 input and as a ratio to a plain copy of the same tensor
+(``x.clone()``), measured side by side in the same process with one intra-op
+thread (best CPU time of ``--repeats``). Sylvie's target for ``stochastic-1``: >= 1 GB/s.
+
+Usage: python benchmarks/codecs.py [--rows 65536] [--width 128] [--repeats 7]
+                                   [--specs none fp16 ...] [--reference] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+DEFAULT_SPECS = ["none", "fp16", "linear-2", "linear-4", "linear-8", "linear-16",
+                 "linear-4-midrise", "stochastic-1", "stochastic-2", "stochastic-4",
+                 "stochastic-8"]
+
+
+def best_seconds(fn, repeats: int) -> float:
+    """Best CPU seconds of this thread over ``repeats`` calls (CPU time, not wall: on a
+    shared machine the wall clock also counts the time other processes held the core)."""
+    fn()  # warm-up (first-call allocations, numba compilation)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - t0)
+    return best
+
+
+def measure(specs: list[str], rows: int, width: int, repeats: int,
+            reference: bool = False) -> list[dict]:
+    from cdfgnn.comm.codecs import get_codec
+    torch.set_num_threads(1)
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(0))
+    nbytes = x.numel() * 4
+    copy_s = best_seconds(lambda: x.clone(), repeats)
+    out = [{"spec": "copy", "seconds": copy_s, "gb_per_s": nbytes / copy_s / 1e9,
+            "ratio_to_copy": 1.0, "wire_bytes": nbytes}]
+    gen = torch.Generator().manual_seed(1)
+    for spec in specs:
+        codec = get_codec(spec)
+
+        def roundtrip():
+            return codec.decode(codec.encode(x, gen), rows, width)
+
+        s = best_seconds(roundtrip, repeats)
+        out.append({"spec": spec, "seconds": s, "gb_per_s": nbytes / s / 1e9,
+                    "ratio_to_copy": s / copy_s, "wire_bytes": codec.wire_bytes(rows, width)})
+        if reference and hasattr(codec, "reference_encode"):  # the vectorised torch path
+            def ref_roundtrip():
+                return codec.reference_decode(codec.reference_encode(x, gen), rows, width)
+
+            s = best_seconds(ref_roundtrip, repeats)
+            out.append({"spec": spec + " (torch)", "seconds": s, "gb_per_s": nbytes / s / 1e9,
+                        "ratio_to_copy": s / copy_s,
+                        "wire_bytes": codec.wire_bytes(rows, width)})
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=65536)
+    ap.add_argument("--width", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--specs", nargs="+", default=DEFAULT_SPECS)
+    ap.add_argument("--reference", action="store_true",
+                    help="also time the vectorised torch reference of the stochastic codec")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    res = measure(args.specs, args.rows, args.width, args.repeats, args.reference)
+    mb = args.rows * args.width * 4 / 2 ** 20
+    print(f"{args.rows} x {args.width} float32 ({mb:.1f} MiB), one thread, best CPU time "
+          f"of {args.repeats}; time = encode + decode, ratio = time / plain copy time")
+    print(f"{'codec':<18}{'ms':>10}{'GB/s':>10}{'x copy':>9}{'wire/fp32':>11}")
+    for r in res:
+        gbs = f"{r['gb_per_s']:.2f}" if r["gb_per_s"] < 1e4 else "(no-op)"
+        print(f"{r['spec']:<18}{1e3 * r['seconds']:>10.3f}{gbs:>10}"
+              f"{r['ratio_to_copy']:>9.2f}{r['wire_bytes'] / res[0]['wire_bytes']:>11.4f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
