@@ -37,6 +37,8 @@ its metadata (digest Sylvie Q2, CDFGNN Q7f).
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import math
 import re
 import torch
@@ -310,32 +312,40 @@ def get_codec(spec: str | Codec | None) -> Codec:
 
 def encoded_all_to_all(comm, codec: Codec, outgoing: list[torch.Tensor | None],
                        incoming_rows: list[int], width: int, tag: str,
-                       generator: torch.Generator | None = None) -> list[torch.Tensor | None]:
+                       generator: torch.Generator | None = None,
+                       timer: str | None = "codec") -> list[torch.Tensor | None]:
     """``comm.all_to_all`` of ``outgoing[q]`` encoded with ``codec``; returns decoded rows.
 
     ``incoming_rows[q]`` is how many rows peer q sends here (receivers know their halo
     or replica lists, so no shape header travels); ``width`` is the row width, the same
     on every rank at a sync point. The accounted bytes are the encoded buffers' bytes
-    and the accounted rows the rows they carry.
+    and the accounted rows the rows they carry. Encoding and decoding (not the
+    collective itself, which the network model prices) are timed as
+    ``comm.overhead(timer)``: communication work done on this rank's thread.
     """
     if codec.exact and codec.bits == 32:
         return comm.all_to_all(outgoing, tag=tag)
+    def clock():
+        return comm.overhead(timer) if timer else nullcontext()
+
     me = comm.rank
     wire, rows = [], []
-    for q, t in enumerate(outgoing):
-        if t is None or t.numel() == 0 or q == me:
-            wire.append(t if q == me else None)
-            rows.append(0)
-        else:
-            wire.append(codec.encode(t, generator))
-            rows.append(int(t.shape[0]))
+    with clock():
+        for q, t in enumerate(outgoing):
+            if t is None or t.numel() == 0 or q == me:
+                wire.append(t if q == me else None)
+                rows.append(0)
+            else:
+                wire.append(codec.encode(t, generator))
+                rows.append(int(t.shape[0]))
     received = comm.all_to_all(wire, tag=tag, rows=rows)
     out: list[torch.Tensor | None] = []
-    for q, w in enumerate(received):
-        if q == me:
-            out.append(outgoing[q])
-        elif w is None:
-            out.append(None)
-        else:
-            out.append(codec.decode(w, incoming_rows[q], width))
+    with clock():
+        for q, w in enumerate(received):
+            if q == me:
+                out.append(outgoing[q])
+            elif w is None:
+                out.append(None)
+            else:
+                out.append(codec.decode(w, incoming_rows[q], width))
     return out

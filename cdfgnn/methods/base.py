@@ -263,10 +263,9 @@ class SyncStrategy:
         if self.codec.exact and self.codec.bits == 32:
             return self.comm.all_to_all(outgoing, tag=key.tag)
         _, incoming_idx = self.index_lists(key)
-        with self.comm.overhead("codec"):
-            return encoded_all_to_all(self.comm, self.codec, outgoing,
-                                      [len(i) for i in incoming_idx], key.width,
-                                      key.tag, self.generator(key))
+        return encoded_all_to_all(self.comm, self.codec, outgoing,
+                                  [len(i) for i in incoming_idx], key.width,
+                                  key.tag, self.generator(key))
 
     # ------------------------------------------------------------ helpers
     def index_lists(self, key: SyncKey) -> tuple[list, list]:

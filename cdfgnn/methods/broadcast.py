@@ -53,9 +53,8 @@ class Cagnet(SyncStrategy):
         """all-to-all of dense blocks through the codec (codec time is communication)."""
         if self.codec.exact and self.codec.bits == 32:
             return self.comm.all_to_all(outgoing, tag=key.tag)
-        with self.comm.overhead("codec"):
-            return encoded_all_to_all(self.comm, self.codec, outgoing, incoming_rows,
-                                      key.width, key.tag, self.generator(key))
+        return encoded_all_to_all(self.comm, self.codec, outgoing, incoming_rows,
+                                  key.width, key.tag, self.generator(key))
 
     def _fresh(self, key: SyncKey, t: torch.Tensor) -> bool:
         """Does this rank broadcast its block at this sync point? (Sancus may skip)"""

@@ -476,6 +476,5 @@ class Jaca(SyncStrategy):
         if self.codec.exact and self.codec.bits == 32:
             return self.comm.all_to_all(outgoing, tag=key.tag)
         from cdfgnn.comm.codecs import encoded_all_to_all
-        with self.comm.overhead("codec"):
-            return encoded_all_to_all(self.comm, self.codec, outgoing, counts, key.width,
-                                      key.tag, self.generator(key))
+        return encoded_all_to_all(self.comm, self.codec, outgoing, counts, key.width,
+                                  key.tag, self.generator(key))
