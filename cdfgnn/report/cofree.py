@@ -5,7 +5,8 @@ variant label (``CoFree``, ``CoFree+DropEdge-K``, reweighting, the one-process
 references, and the peers of Table 1 when such runs exist), parts, accuracy (test at
 the best validation epoch, x100), per-iteration times (full batch: one iteration per
 epoch) and peak memory. Times per iteration are mean +- std over the timed epochs of
-every seed (measured: wall time, max over ranks; modelled: the NetworkModel epoch).
+every seed (measured: wall time, max over ranks; modelled: the NetworkModel epoch; a
+mini-batch run's epoch time is divided by its batches).
 ``parallel_ms`` is the modelled time with one worker per part: the largest per-part
 CPU time of the epoch plus the modelled all-reduce (for runs holding several parts
 per worker). Peers are recognised by method name (:data:`PEERS`); while no such run
@@ -78,8 +79,11 @@ def cofree_frame(records: list[dict]) -> pd.DataFrame:
             "parts": int(part.get("num_parts", 1)), "workers": int(cfg.get("workers", 1)),
             "seed": cfg.get("seed"), "epochs": cfg.get("epochs"),
             "test": 100.0 * float(summ.get("test_at_best_val", math.nan)),
-            "measured_ms": [1e3 * float(e.get("wall_s", math.nan)) for e in timed],
-            "modelled_ms": [1e3 * float(e.get("modelled_s", math.nan)) for e in timed],
+            # per iteration: a mini-batch epoch row counts its batches (full batch: 1)
+            "measured_ms": [1e3 * float(e.get("wall_s", math.nan)) / max(int(e.get("batches", 1)), 1)
+                            for e in timed],
+            "modelled_ms": [1e3 * float(e.get("modelled_s", math.nan)) / max(int(e.get("batches", 1)), 1)
+                            for e in timed],
             "epoch_time_s": summ.get("epoch_time_s"), "parallel_ms": 1e3 * par,
             "peak_memory_mb": summ.get("peak_memory_mb"), "rf": part.get("rf"),
             "source": rec.get("_source", ""), "curve": rec["epochs"],
