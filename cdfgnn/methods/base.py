@@ -199,6 +199,11 @@ class SyncStrategy:
         """The local graph of the next forward pass (``cdfgnn.models.propagate.LocalView``)."""
         return view
 
+    def prebuilt_views(self, view) -> list:
+        """Training views whose matrices the engine builds before epoch 0 (outside the
+        timed epochs), e.g. DropEdge-K's K precomputed masks."""
+        return []
+
     def on_epoch_start(self, epoch: int) -> None:
         self.epoch = epoch
 

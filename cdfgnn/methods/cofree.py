@@ -156,6 +156,18 @@ class CoFree(SyncStrategy):
         return base.but(key=key, indptr=indptr, indices=indices, row_deg=deg, col_deg=deg,
                         self_rows=base.num_out, sync=False, loss_weight=self.weights)
 
+    def prebuilt_views(self, view) -> list:
+        """The local view and, with DropEdge-K, its K masked views (built before epoch 0)."""
+        k = self.params["dropedge_k"]
+        if not k or self.params["dropedge_resample"]:
+            return [] if k else [self.local_view(view, True)]
+        return [self._masked(view, j) for j in range(k)]
+
+    def _masked(self, view, j: int):
+        if j not in self._views:
+            self._views[j] = masked_csr(self._indptr, self._indices, self._masks[j])
+        return self._view(view, ("cofree-dropedge", j), *self._views[j])
+
     def local_view(self, view, training: bool):
         if not training:
             return view
@@ -169,9 +181,7 @@ class CoFree(SyncStrategy):
             return self._view(view, ("cofree-resample", self.epoch),
                               *masked_csr(self._indptr, self._indices, keep))
         j = int(np.random.default_rng([self.ctx.seed, self.ctx.part, self.epoch]).integers(k))
-        if j not in self._views:
-            self._views[j] = masked_csr(self._indptr, self._indices, self._masks[j])
-        return self._view(view, ("cofree-dropedge", j), *self._views[j])
+        return self._masked(view, j)
 
 
 @METHODS.register("cofree-edgecut")
@@ -192,6 +202,9 @@ class CoFreeEdgeCut(SyncStrategy):
         book = ctx.book
         keep = book.adj_indices < book.num_owned
         self._csr = masked_csr(book.adj_indptr, book.adj_indices, keep)
+
+    def prebuilt_views(self, view) -> list:
+        return [self.local_view(view, True)]
 
     def local_view(self, view, training: bool):
         if not training:

@@ -156,9 +156,14 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     params = [p for p in model.parameters()]
     lead = parts[0].strategy
     for part in parts:  # build normalised matrices now, not in epoch 0's timing
-        for layer in model.layers:
-            if layer.norm is not None:
-                part.prop.matrix(layer.norm)
+        base = part.prop.base_view
+        views = part.strategy.prebuilt_views(base.but(training=True)) if part.strategy else []
+        for view in [base, *views]:
+            part.prop.use_view(view)
+            for layer in model.layers:
+                if layer.norm is not None:
+                    part.prop.matrix(layer.norm)
+        part.prop.use_view(base)
     res = LoopResult()
     if model.precompute_first_layer:
         res.precompute_traffic = precompute_first_layer(model, parts, comm)
