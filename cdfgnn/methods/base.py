@@ -24,6 +24,8 @@ hook                        called                          overridden by (examp
 ``transmit(key, rows)``     inside ``exchange``             (codec: a parameter)
 ``overlaps(epoch)``         after every epoch               pipelined methods
 ``on_epoch_end(e, row)``    after every epoch               thresholds, statistics
+``replica_eval_weights()``  per-part evaluation             CoFree (``eval=per-part``:
+                            (``per_part_eval``)             DAR-weighted replicas)
 ==========================  ==============================  ===========================
 
 Rows at a sync point (``SyncKey.phase``/``direction``) map to the book's index
@@ -144,6 +146,11 @@ class SyncStrategy:
     #: instead of distributed inference with exact sync; forced when a rank holds
     #: several parts
     full_graph_eval: bool = False
+    #: evaluate per part instead (CoFree's ``eval=per-part``): every part infers on
+    #: ``local_view(view, False)`` and the outputs of a vertex's replicas are averaged
+    #: at its master with the weights of ``replica_eval_weights`` (one all_to_all under
+    #: the ``eval`` tag; ``cdfgnn.train.per_part_eval``); works with several parts a rank
+    per_part_eval: bool = False
     #: "full-batch" (this engine) or "minibatch" (the sampled track)
     track: str = "full-batch"
     #: the partitioner `cdfgnn compare` uses for this method (None: metis for edge-cut
@@ -198,6 +205,12 @@ class SyncStrategy:
     def local_view(self, view, training: bool):
         """The local graph of the next forward pass (``cdfgnn.models.propagate.LocalView``)."""
         return view
+
+    def replica_eval_weights(self) -> torch.Tensor:
+        """Per-part evaluation: the weight of every local row's output in its vertex's
+        combined output (the engine divides by their sum over the replicas). Default:
+        1, the plain mean over the replicas."""
+        return torch.ones(self.book.num_local)
 
     def prebuilt_views(self, view) -> list:
         """Training views whose matrices the engine builds before epoch 0 (outside the

@@ -23,8 +23,13 @@ Parameters:
 * ``dropedge_resample``: draw a fresh mask every iteration instead of cycling
   through K precomputed ones ("naive DropEdge", the speed baseline of DropEdge-K).
 
-Evaluation is one-process full-graph inference with the trained weights
-(``full_graph_eval``), as the digest suggests (Q7).
+* ``eval``: ``full-graph`` (default, digest Q7): one-process full-graph inference
+  with the trained weights (``full_graph_eval``); ``per-part``: every part infers on
+  its own local graph (the training view without DropEdge) and the logits of a
+  vertex's replicas are averaged at its master with the reweighting's weights
+  (``sum_p w_{v,p} logits_{v,p}`` with the weights normalised to sum to 1: DAR's
+  ``D(v[i]) / D(v)``, inv-rf's ``1 / RF``, none: the plain mean), metrics counted once
+  per vertex (``per_part_eval``; ``cdfgnn.train.per_part_eval``).
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param, SyncStrategy
 
 REWEIGHTS = ("dar", "none", "inv-rf")
+EVALS = ("full-graph", "per-part")
 MASK_SALT = 0x4D41534B   # "MASK": the DropEdge-K masks' RNG stream
 
 _RF_CACHE: dict[int, tuple[object, np.ndarray]] = {}
@@ -121,7 +127,15 @@ class CoFree(SyncStrategy):
                             doc="DropEdge-K: fraction of local edges each mask drops"),
         "dropedge_resample": Param(False, bool,
                                    doc="draw a fresh mask every iteration (naive DropEdge)"),
+        "eval": Param("full-graph", str, choices=EVALS,
+                      doc="evaluation: full-graph inference, or per-part inference with "
+                          "the replicas' logits averaged by the reweighting's weights"),
     }
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.per_part_eval = self.params["eval"] == "per-part"
+        self.full_graph_eval = not self.per_part_eval
 
     def check_params(self) -> None:
         if self.params["dropedge_resample"] and self.params["dropedge_k"] < 1:
@@ -168,8 +182,13 @@ class CoFree(SyncStrategy):
             self._views[j] = masked_csr(self._indptr, self._indices, self._masks[j])
         return self._view(view, ("cofree-dropedge", j), *self._views[j])
 
+    def replica_eval_weights(self) -> torch.Tensor:
+        return self.weights
+
     def local_view(self, view, training: bool):
         if not training:
+            if self.per_part_eval:  # the local graph, never DropEdge's masks
+                return self._view(view, ("cofree", view.key), self._indptr, self._indices)
             return view
         k = self.params["dropedge_k"]
         if not k:

@@ -14,7 +14,9 @@ between the oracle and a distributed run can only come from synchronisation:
   only): their gradients accumulate before the one all-reduce;
 * evaluation runs after the step, in eval mode, outside every timed section:
   distributed with exact sync, or, when a rank holds several parts or the method
-  asks for it, one-process full-graph inference on rank 0 with the trained weights.
+  asks for it, one-process full-graph inference on rank 0 with the trained weights,
+  or (``per_part_eval``) each part on its own local graph with the replicas' outputs
+  combined at the masters (:mod:`cdfgnn.train.per_part_eval`).
 """
 from __future__ import annotations
 
@@ -270,6 +272,14 @@ def _evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
               full_graph_eval: bool, full_graph_counts) -> dict[str, float]:
     model.eval()
     multilabel = parts[0].data.multilabel
+    if comm is not None and getattr(parts[0].strategy, "per_part_eval", False):
+        from cdfgnn.train.per_part_eval import per_part_counts
+        counts = torch.cat([per_part_counts(model, parts, comm),
+                            loss.to(torch.float64).reshape(1)])
+        if comm.world_size > 1:
+            comm.all_reduce(counts, tag=EVAL_TAG)
+        c = counts.numpy()
+        return {"loss": float(c[-1]), **metrics_from_counts(c[:-1], multilabel)}
     if comm is not None and full_graph_eval:
         counts = (full_graph_counts(model) if comm.rank == 0
                   else torch.zeros(9, dtype=torch.float64))

@@ -116,7 +116,8 @@ def rank_main(comm, job: RankJob) -> dict:
             drop = np.load(job.drop_arcs_path)
         books = build_books(graph, part, mine, drop_arcs=drop)
     parts = [build_part(comm, cfg, graph, b, part) for b in books]
-    full_eval = len(parts) > 1 or bool(parts[0].strategy.full_graph_eval)
+    lead = parts[0].strategy
+    full_eval = not lead.per_part_eval and (len(parts) > 1 or bool(lead.full_graph_eval))
     res = run_epochs(model_for(cfg, graph), parts, epochs=cfg.epochs, lr=cfg.lr,
                      weight_decay=cfg.weight_decay, comm=comm, eval_every=cfg.eval_every,
                      full_graph_eval=full_eval,
