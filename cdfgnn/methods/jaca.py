@@ -5,9 +5,9 @@ Two tiers of halo-row caches, keyed by global vertex id, one pool per cached lay
 * **local** (one per worker, the paper's GPU cache) and
 * **shared** (one per host, the paper's pinned CPU cache read by every worker of the
   host). Thread backend: one object per host that every rank of the host reads.
-  Process backend: **not implemented** (a shared-memory tier was out of time); with
-  ``shared_capacity``/``shared_mb`` > 0 it raises a CdfgnnError (use the thread
-  backend, or ``shared_mb=0`` for local caches only).
+  Process backend: one OS shared-memory segment per host mapped by the host's ranks
+  (``cdfgnn.methods.jaca_shm``: fixed row slots, global-id keys and epoch stamps as
+  views over the mapping; no pickling), with the same entries as the thread tier.
 
 What is cached (``cache=all``, the paper's): layer 0 caches the **input features** of
 halo vertices (the layer
