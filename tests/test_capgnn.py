@@ -203,7 +203,4 @@ def test_jaca_shared_tier_serves_rows_exactly(graph_file):
     np.testing.assert_allclose(got, ref, atol=1e-5)
     row = rec["epochs"][-1]
     assert row["hit_shared_l0"] == 1.0 and row["hit_local_l0"] == 0.0
-    # process backend: no shared tier, a clear error (raised on every rank)
-    from cdfgnn.errors import WorkerFailedError
-    with pytest.raises((CdfgnnError, WorkerFailedError), match="thread backend only"):
-        _run(graph_file, "jaca", workers=2, hosts=1, epochs=1, backend="process")
+    # the process backend's shared-memory tier: tests/test_capgnn_shm.py

@@ -5,9 +5,9 @@ Two tiers of halo-row caches, keyed by global vertex id, one pool per cached lay
 * **local** (one per worker, the paper's GPU cache) and
 * **shared** (one per host, the paper's pinned CPU cache read by every worker of the
   host). Thread backend: one object per host that every rank of the host reads.
-  Process backend: **not implemented** (a shared-memory tier was out of time); with
-  ``shared_capacity``/``shared_mb`` > 0 it raises a CdfgnnError (use the thread
-  backend, or ``shared_mb=0`` for local caches only).
+  Process backend: one OS shared-memory segment per host mapped by the host's ranks
+  (``cdfgnn.methods.jaca_shm``: fixed row slots, global-id keys and epoch stamps as
+  views over the mapping; no pickling), with the same entries as the thread tier.
 
 What is cached (``cache=all``, the paper's): layer 0 caches the **input features** of
 halo vertices (the layer
@@ -101,12 +101,10 @@ class Pool:
     def put(self, pos: np.ndarray, rows: torch.Tensor, stamps: np.ndarray) -> None:
         if self.capacity <= 0 or pos.size == 0:
             return
-        if self.rows is None:
-            self.rows = torch.zeros(self.n, rows.shape[1], dtype=rows.dtype)
         res = self.resident[pos]
         if res.any():
             upd = pos[res]
-            self.rows[torch.from_numpy(upd)] = rows[torch.from_numpy(res)]
+            self._write(upd, rows[torch.from_numpy(res)])
             self.stamp[upd] = stamps[res]
         new = ~res
         if not new.any():
@@ -123,11 +121,17 @@ class Pool:
             admit = keep[cur.size:]
             npos, nrows, nst = npos[admit], nrows[torch.from_numpy(admit)], nst[admit]
         self.resident[npos] = True
-        self.rows[torch.from_numpy(npos)] = nrows
+        self._write(npos, nrows)
         self.stamp[npos] = nst
         self.seq[npos] = self.next_seq + np.arange(npos.size)
         self.next_seq += npos.size
         self.last[npos] = self.tick
+
+    def _write(self, pos: np.ndarray, rows: torch.Tensor) -> None:
+        """Store the rows of resident positions ``pos``."""
+        if self.rows is None:
+            self.rows = torch.zeros(self.n, rows.shape[1], dtype=rows.dtype)
+        self.rows[torch.from_numpy(pos)] = rows
 
     def _scores(self, cur: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep-scores of residents and candidates (higher stays)."""
@@ -305,13 +309,31 @@ class Jaca(SyncStrategy):
         prio = priority(self.halo_gids)
         self.local = {l: Pool(self.halo_gids.size, self.capacity["local"], self.params["policy"],
                               prio, rng) for l in self.layers}
-        self.shared: HostTier | None = None
-        if self.capacity["shared"] > 0:
+        self.shared = None
+        self._shm_turns = 0           # process backend: merge turns per epoch (0: no tier)
+        if comm.backend == "process":
+            # every rank joins the merge barriers when any host has a shared tier
+            hosts = {host for host, _, _ in everyone}
+            caps = [capacity(self.params["shared_capacity"], self.params["shared_mb"],
+                             np.unique(np.concatenate([h for hh, h, _ in everyone if hh == host]
+                                                      + [np.zeros(0, np.int64)])).size)
+                    for host in sorted(hosts)]
+            if max(caps) > 0:
+                from cdfgnn.methods.jaca_shm import ShmTier
+                self._shm_turns = dph
+                self._local_index = comm.rank - self.host * dph
+                tier = ShmTier(comm, token, self.host, self._local_index == 0, host_gids,
+                               self.capacity["shared"], self.params["policy"],
+                               priority(host_gids), widths, ctx.seed * 7919 + self.host)
+                self.shared = tier if self.capacity["shared"] > 0 else None
+                if self.shared is None:
+                    tier.close()
+        elif self.capacity["shared"] > 0:
             if comm.backend != "thread":
                 raise CdfgnnError(
                     f"method 'jaca': the shared (per-host) cache tier is implemented for the "
-                    f"thread backend only, not {comm.backend!r}; use --backend thread or "
-                    f"shared_mb=0 (local caches only)")
+                    f"thread and process backends only, not {comm.backend!r}; use shared_mb=0 "
+                    f"(local caches only)")
             users = sum(1 for host, _, _ in everyone if host == self.host)
             with _HOSTS_LOCK:
                 key = (token, self.host)
@@ -321,6 +343,7 @@ class Jaca(SyncStrategy):
                                            self.layers, ctx.seed * 7919 + self.host, users)
                 self.shared = _HOSTS[key]
                 self._host_key = key
+        if self.shared is not None:
             self.shared_pos = np.searchsorted(host_gids, self.halo_gids)
         self.counts = {l: np.zeros(3) for l in self.layers}   # requests, local, shared hits
         self._sent: dict[int, tuple] = {}    # layer -> (rows fetched here, rows sent per peer)
@@ -329,7 +352,11 @@ class Jaca(SyncStrategy):
     # ------------------------------------------------------------ epochs
     def on_epoch_start(self, epoch: int) -> None:
         super().on_epoch_start(epoch)
-        if self.shared is not None and epoch > 0:
+        if self._shm_turns and epoch > 0:
+            from cdfgnn.methods.jaca_shm import merge_turns
+            with self.comm.overhead("cache"):
+                merge_turns(self.comm, self.shared, self._shm_turns, self._local_index)
+        elif self.shared is not None and epoch > 0:
             with self.comm.overhead("cache"):
                 self.shared.merge(epoch)
         for c in self.counts.values():
@@ -349,7 +376,10 @@ class Jaca(SyncStrategy):
             out[f"hit_shared_l{l}"] = float(c[i, 2] / req)
             out[f"hit_l{l}"] = float((c[i, 1] + c[i, 2]) / req)
         out["hit_rate"] = float((c[:, 1] + c[:, 2]).sum() / max(c[:, 0].sum(), 1.0))
-        if epoch == self.ctx.epochs - 1 and self.shared is not None:
+        if epoch == self.ctx.epochs - 1 and self._shm_turns and self.shared is not None:
+            self.shared.close()
+            self.shared = None
+        elif epoch == self.ctx.epochs - 1 and self.shared is not None:
             with _HOSTS_LOCK:
                 self.shared.users -= 1
                 if self.shared.users <= 0:

@@ -1,0 +1,42 @@
+"""JACA's shared tier on the process backend (OS shared memory) equals the thread tier."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from tests.test_capgnn import _run, graph_file  # noqa: F401  (fixture)
+
+HIT = ("hit_rate", "hit_l0", "hit_local_l0", "hit_shared_l0", "hit_l1", "hit_local_l1",
+       "hit_shared_l1", "hit_l2", "hit_local_l2", "hit_shared_l2")
+
+
+def _leftovers() -> set:
+    from cdfgnn.methods.jaca_shm import shm_dir
+    return {f for f in os.listdir(shm_dir()) if f.startswith("cdfgnn-jaca-")}
+
+
+@pytest.mark.parametrize("model, params", [
+    ("gcn", {"local_capacity": 0, "staleness": 2}),                 # every hit is shared
+    ("sage", {"staleness": 10, "local_capacity": 5, "shared_capacity": 30}),
+    ("gcn", {"policy": "random", "staleness": 0, "capacity_fraction": 0.3}),
+    ("gcn", {"policy": "lfu", "staleness": 0, "local_capacity": 3, "shared_capacity": 20}),
+])
+def test_process_shared_tier_equals_thread_tier(graph_file, model, params):  # noqa: F811
+    before = _leftovers()
+    thr, rt = _run(graph_file, "jaca", params, model=model, epochs=4)
+    got, rp = _run(graph_file, "jaca", params, model=model, epochs=4, backend="process")
+    np.testing.assert_allclose(got, thr, atol=1e-5)
+    for a, b in zip(rt["epochs"], rp["epochs"]):
+        assert {k: a[k] for k in HIT if k in a} == {k: b[k] for k in HIT if k in b}
+    assert any(e.get("hit_shared_l0", 0) > 0 for e in rp["epochs"])   # the tier is used
+    assert _leftovers() == before                                      # unlinked
+
+
+def test_process_shared_tier_exact_settings_equal_exact(graph_file):  # noqa: F811
+    ref, _ = _run(graph_file, epochs=3, backend="process")
+    for params in ({"cache": "input", "local_capacity": 0}, {"staleness": 1}):
+        got, rec = _run(graph_file, "jaca", params, epochs=3, backend="process")
+        np.testing.assert_allclose(got, ref, atol=1e-5, err_msg=str(params))
+    assert rec["epochs"][-1]["hit_l0"] == 1.0
