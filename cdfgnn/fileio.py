@@ -35,3 +35,19 @@ def json_default(obj):
 
 def atomic_write_json(path: str | os.PathLike, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, default=json_default) + "\n")
+
+
+def read_yaml_mapping(path: str | os.PathLike, what: str, expect: str) -> dict:
+    """The mapping in YAML file ``path``; errors name ``what`` (e.g. "network profile
+    x.yaml") and what the mapping should hold."""
+    import yaml
+
+    from cdfgnn.errors import CdfgnnError
+
+    try:
+        spec = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CdfgnnError(f"{what}: not a readable YAML file ({exc})") from None
+    if not isinstance(spec, dict):
+        raise CdfgnnError(f"{what}: expected a mapping of {expect}")
+    return spec

@@ -49,7 +49,7 @@ def multilabel_graph() -> Graph:
 
 
 @pytest.fixture(scope="session")
-def small_graph_file(tmp_path_factory, small_graph) -> str:
+def graph_file(tmp_path_factory, small_graph) -> str:
     """``small_graph`` saved as a Graph file (for run_training's ``graph=``)."""
     path = tmp_path_factory.mktemp("small-graph") / "graph.npz"
     small_graph.save(path)

@@ -25,13 +25,6 @@ def alternate():
     return METHODS.get("alternate")
 
 
-@pytest.fixture(scope="module")
-def graph_file(tmp_path_factory, small_graph):
-    path = tmp_path_factory.mktemp("g") / "graph.npz"
-    small_graph.save(path)
-    return str(path)
-
-
 def _losses(graph_file, partitioner, **kw):
     cfg = TrainConfig(graph=graph_file, dataset=None, epochs=6, warmup=2, hidden=16, workers=4,
                       hosts=2, partitioner=partitioner, timeout_s=60, **kw)

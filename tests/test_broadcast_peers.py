@@ -9,15 +9,15 @@ from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training
 
 
-def _cfg(small_graph_file, method, partitioner="metis", **params):
-    return TrainConfig(dataset=None, graph=small_graph_file, epochs=8, warmup=1, hidden=16,
+def _cfg(graph_file, method, partitioner="metis", **params):
+    return TrainConfig(dataset=None, graph=graph_file, epochs=8, warmup=1, hidden=16,
                        workers=4, hosts=2, partitioner=partitioner, timeout_s=120,
                        dropout=0.0, method=method, method_params=params)
 
 
 @pytest.fixture(scope="module")
-def exact(small_graph_file):
-    return run_training(_cfg(small_graph_file, "exact"))
+def exact(graph_file):
+    return run_training(_cfg(graph_file, "exact"))
 
 
 def _losses(rec):
@@ -28,8 +28,8 @@ def _vertex_bytes(rec):
     return sum(d["bytes"] for t, d in rec["comm"]["by_tag"].items() if t.startswith("halo"))
 
 
-def test_cagnet_equals_exact_and_broadcasts_whole_blocks(small_graph_file, exact):
-    rec = run_training(_cfg(small_graph_file, "cagnet"))
+def test_cagnet_equals_exact_and_broadcasts_whole_blocks(graph_file, exact):
+    rec = run_training(_cfg(graph_file, "cagnet"))
     np.testing.assert_allclose(_losses(rec), _losses(exact), atol=1e-5)
     # every rank sends its whole owned block (n_r rows) to each of the 3 others, per layer
     owned = [r["owned_rows"] for r in rec["ranks"]]
@@ -38,21 +38,21 @@ def test_cagnet_equals_exact_and_broadcasts_whole_blocks(small_graph_file, exact
     assert _vertex_bytes(rec) > _vertex_bytes(exact)
 
 
-def test_sancus_without_staleness_equals_exact(small_graph_file, exact):
-    rec = run_training(_cfg(small_graph_file, "sancus", staleness=0))
+def test_sancus_without_staleness_equals_exact(graph_file, exact):
+    rec = run_training(_cfg(graph_file, "sancus", staleness=0))
     np.testing.assert_allclose(_losses(rec), _losses(exact), atol=1e-5)
     assert all(e["skipped_broadcasts"] == 0 for e in rec["epochs"])
 
 
-def test_sancus_skips_broadcasts(small_graph_file):
-    full = run_training(_cfg(small_graph_file, "cagnet"))
-    rec = run_training(_cfg(small_graph_file, "sancus", staleness=3, threshold=0.5))
+def test_sancus_skips_broadcasts(graph_file):
+    full = run_training(_cfg(graph_file, "cagnet"))
+    rec = run_training(_cfg(graph_file, "sancus", staleness=3, threshold=0.5))
     assert sum(e["skipped_broadcasts"] for e in rec["epochs"]) > 0
     assert rec["epochs"][0]["skipped_broadcasts"] == 0
     assert _vertex_bytes(rec) < _vertex_bytes(full)
     assert np.abs(_losses(rec) - _losses(full)).max() > 1e-6
 
 
-def test_peers_need_an_edge_cut(small_graph_file):
+def test_peers_need_an_edge_cut(graph_file):
     with pytest.raises(CdfgnnError, match=r"method 'sancus' needs a edge-cut partitioning"):
-        run_training(_cfg(small_graph_file, "sancus", partitioner="hdrf"))
+        run_training(_cfg(graph_file, "sancus", partitioner="hdrf"))

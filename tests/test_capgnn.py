@@ -12,13 +12,6 @@ from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training
 
 
-@pytest.fixture(scope="module")
-def graph_file(tmp_path_factory, small_graph):
-    path = tmp_path_factory.mktemp("g") / "graph.npz"
-    small_graph.save(path)
-    return str(path)
-
-
 def _run(graph_file, method="exact", params=None, **kw):
     opts = dict(graph=graph_file, dataset=None, epochs=5, warmup=1, hidden=16, layers=3,
                 workers=4, hosts=2, partitioner="metis", timeout_s=120, dropout=0.3)

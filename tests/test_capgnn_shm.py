@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from test_capgnn import _run, graph_file  # noqa: F401  (fixture; pytest puts tests/ on sys.path)
+from test_capgnn import _run  # pytest puts tests/ on sys.path
 
 HIT = ("hit_rate", "hit_l0", "hit_local_l0", "hit_shared_l0", "hit_l1", "hit_local_l1",
        "hit_shared_l1", "hit_l2", "hit_local_l2", "hit_shared_l2")

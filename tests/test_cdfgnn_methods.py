@@ -13,23 +13,23 @@ from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training
 
 
-def _cfg(small_graph_file, method, epochs=6, partitioner="hdrf", **params):
-    return TrainConfig(dataset=None, graph=small_graph_file, epochs=epochs, warmup=1, hidden=16,
+def _cfg(graph_file, method, epochs=6, partitioner="hdrf", **params):
+    return TrainConfig(dataset=None, graph=graph_file, epochs=epochs, warmup=1, hidden=16,
                        workers=4, hosts=2, partitioner=partitioner, timeout_s=120,
                        dropout=0.0, method=method, method_params=params)
 
 
 @pytest.fixture(scope="module")
-def baseline(small_graph_file):
-    return run_training(_cfg(small_graph_file, "cdfgnn-baseline", epochs=15, partitioner="ebv"))
+def baseline(graph_file):
+    return run_training(_cfg(graph_file, "cdfgnn-baseline", epochs=15, partitioner="ebv"))
 
 
 def _losses(rec):
     return np.array([e["loss"] for e in rec["epochs"]])
 
 
-def test_cache_with_threshold_zero_equals_baseline(small_graph_file, baseline):
-    rec = run_training(_cfg(small_graph_file, "cdfgnn-cache", epochs=15, partitioner="ebv",
+def test_cache_with_threshold_zero_equals_baseline(graph_file, baseline):
+    rec = run_training(_cfg(graph_file, "cdfgnn-cache", epochs=15, partitioner="ebv",
                             epsilon=0.0, adaptive=False))
     np.testing.assert_allclose(_losses(rec), _losses(baseline), atol=1e-5)
     assert all(e["epsilon"] == 0.0 for e in rec["epochs"])
@@ -38,13 +38,13 @@ def test_cache_with_threshold_zero_equals_baseline(small_graph_file, baseline):
     assert rec["comm"]["per_epoch"]["rows_sent"] <= baseline["comm"]["per_epoch"]["rows_sent"]
 
 
-def test_baseline_equals_exact(small_graph_file, baseline):
-    ref = run_training(_cfg(small_graph_file, "exact", epochs=15, partitioner="ebv"))
+def test_baseline_equals_exact(graph_file, baseline):
+    ref = run_training(_cfg(graph_file, "exact", epochs=15, partitioner="ebv"))
     np.testing.assert_allclose(_losses(ref), _losses(baseline), atol=1e-6)
 
 
-def test_record_has_epsilon_and_send_ratios_per_layer_and_direction(small_graph_file):
-    rec = run_training(_cfg(small_graph_file, "cdfgnn-cache", epsilon=0.05, adaptive=False))
+def test_record_has_epsilon_and_send_ratios_per_layer_and_direction(graph_file):
+    rec = run_training(_cfg(graph_file, "cdfgnn-cache", epsilon=0.05, adaptive=False))
     exact_rows = rec["comm"]["exact_rows"]
     for row, ser in zip(rec["epochs"], rec["comm"]["epochs"]):
         assert row["epsilon"] == pytest.approx(0.05)
@@ -63,9 +63,9 @@ def test_record_has_epsilon_and_send_ratios_per_layer_and_direction(small_graph_
     assert rec["epochs"][-1]["send_ratio"] < rec["epochs"][0]["send_ratio"]
 
 
-def test_full_cdfgnn_accounts_bitmaps_and_packed_rows(small_graph_file, small_graph):
+def test_full_cdfgnn_accounts_bitmaps_and_packed_rows(graph_file, small_graph):
     """Each message: ceil(L/8) bitmap bytes + (width + 8) bytes per linear-8 row."""
-    rec = run_training(_cfg(small_graph_file, "cdfgnn", epsilon=0.02, adaptive=False))
+    rec = run_training(_cfg(graph_file, "cdfgnn", epsilon=0.02, adaptive=False))
     classes = int(small_graph.num_classes)
     exact = rec["comm"]["exact_rows"]
     for tag, d in rec["comm"]["by_tag"].items():
@@ -75,13 +75,13 @@ def test_full_cdfgnn_accounts_bitmaps_and_packed_rows(small_graph_file, small_gr
         bitmaps = d["bytes"] - d["rows"] * (width + 8)
         assert d["msgs"] <= bitmaps <= exact[tag.split("/")[0]] / 8 + d["msgs"]
     assert abs(_losses(rec)[-1] - _losses(run_training(
-        _cfg(small_graph_file, "cdfgnn-baseline")))[-1]) < 0.05
+        _cfg(graph_file, "cdfgnn-baseline")))[-1]) < 0.05
 
 
-def test_shadow_sync_measures_the_cache_error(small_graph_file):
-    zero = run_training(_cfg(small_graph_file, "cdfgnn-cache", epochs=4, epsilon=0.0,
+def test_shadow_sync_measures_the_cache_error(graph_file):
+    zero = run_training(_cfg(graph_file, "cdfgnn-cache", epochs=4, epsilon=0.0,
                              adaptive=False, shadow=True))
-    some = run_training(_cfg(small_graph_file, "cdfgnn-cache", epochs=4, epsilon=0.2,
+    some = run_training(_cfg(graph_file, "cdfgnn-cache", epochs=4, epsilon=0.2,
                              adaptive=False, shadow=True))
     keys = [k for k in zero["epochs"][-1] if k.startswith("shadow_err/")]
     assert sorted(keys) == ["shadow_err/bwd/0", "shadow_err/bwd/1", "shadow_err/fwd/0",
@@ -130,7 +130,7 @@ def test_bad_parameters_are_one_line_errors(params, msg):
     assert "\n" not in str(err.value)
 
 
-def test_vertex_only_method_on_an_edge_cut_partition(small_graph_file):
+def test_vertex_only_method_on_an_edge_cut_partition(graph_file):
     with pytest.raises(CdfgnnError, match=r"method 'cdfgnn-cache' needs a vertex-cut "
                                           r"partitioning, partitioner 'metis' makes a edge-cut"):
-        run_training(_cfg(small_graph_file, "cdfgnn-cache", partitioner="metis"))
+        run_training(_cfg(graph_file, "cdfgnn-cache", partitioner="metis"))

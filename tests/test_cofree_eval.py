@@ -16,6 +16,7 @@ from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.per_part_eval import per_part_counts
 from cdfgnn.train.run import run_training
 from cdfgnn.train.worker import build_part, model_for, parts_of
+from test_cofree import files  # noqa: F401  (the NE 8-part fixture; tests/ is on sys.path)
 
 SPLITS = ("train", "val", "test")
 
@@ -29,17 +30,6 @@ def _cfg(**kw):
 
 def _series(rec, key):
     return np.array([e[key] for e in rec["epochs"]])
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory, small_graph):
-    d = tmp_path_factory.mktemp("cofree-eval")
-    g = d / "graph.npz"
-    small_graph.save(g)
-    part = partition_graph(small_graph, "ne", Topology(1, 8), seed=0)
-    p = d / "ne8.npz"
-    part.save(p)
-    return str(g), str(p), part
 
 
 @pytest.mark.parametrize("params", [{}, {"reweight": "inv-rf", "dropedge_k": 3}])

@@ -62,13 +62,6 @@ def _cfg(**kw):
     return TrainConfig(**base)
 
 
-@pytest.fixture(scope="module")
-def graph_file(tmp_path_factory, small_graph):
-    path = tmp_path_factory.mktemp("g") / "graph.npz"
-    small_graph.save(path)
-    return str(path)
-
-
 def _losses(rec):
     return np.array([e["loss"] for e in rec["epochs"]])
 

@@ -19,13 +19,6 @@ def _cfg(**kw):
     return TrainConfig(**base)
 
 
-@pytest.fixture(scope="module")
-def graph_file(tmp_path_factory, small_graph):
-    path = tmp_path_factory.mktemp("sb") / "graph.npz"
-    small_graph.save(path)
-    return str(path)
-
-
 @pytest.mark.parametrize("trainer,extra", [("cluster-gcn", {}),
                                            ("graphsaint", {"saint_sampler": "rw"}),
                                            ("graphsaint", {"saint_sampler": "node"})])

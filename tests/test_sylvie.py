@@ -21,13 +21,6 @@ def _cfg(**kw):
 
 
 @pytest.fixture(scope="module")
-def graph_file(tmp_path_factory, small_graph):
-    path = tmp_path_factory.mktemp("g") / "graph.npz"
-    small_graph.save(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def exact(graph_file):
     return run_training(_cfg(graph=graph_file))
 

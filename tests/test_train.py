@@ -14,13 +14,6 @@ from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training
 
 
-@pytest.fixture(scope="module")
-def graph_file(tmp_path_factory, small_graph):
-    path = tmp_path_factory.mktemp("g") / "graph.npz"
-    small_graph.save(path)
-    return str(path)
-
-
 def cfg(graph_file, **kw):
     base = dict(graph=graph_file, dataset=None, epochs=6, warmup=2, hidden=16, workers=4,
                 hosts=2, partitioner="metis", timeout_s=60)

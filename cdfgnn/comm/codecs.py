@@ -37,6 +37,7 @@ its metadata (digest Sylvie Q2, CDFGNN Q7f).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from contextlib import nullcontext
 
 import math
@@ -87,7 +88,7 @@ class Half(Codec):
         return 2 * n * d
 
 
-class _RowQuantizer(Codec):
+class _RowQuantizer(Codec, ABC):
     """Shared layout: per-row metadata (two values) + bit-packed unsigned codes."""
 
     exact = False
@@ -108,11 +109,11 @@ class _RowQuantizer(Codec):
         return n * (self.meta_bytes + self.row_bytes(d))
 
     # ---- subclasses: rows -> (codes uint8/int32 [n, d], meta [n, 2]) and back
-    def _quantize(self, rows, generator):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _quantize(self, rows, generator): ...
 
-    def _dequantize(self, codes, meta):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _dequantize(self, codes, meta): ...
 
     def encode(self, rows, generator=None):
         rows = rows.detach().to(torch.float32).contiguous()

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from cdfgnn.errors import CdfgnnError
+from cdfgnn.fileio import read_yaml_mapping
 from cdfgnn.registry import Registry
 
 ALPHA = 0.35
@@ -106,15 +107,8 @@ for _k in range(2, 9):
 
 def load_device(path: str | os.PathLike) -> DeviceProfile:
     """A device profile from YAML (as ``cdfgnn profile`` writes it)."""
-    import yaml
-
     path = Path(path)
-    try:
-        spec = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise CdfgnnError(f"device profile {path}: not a readable YAML file ({exc})") from None
-    if not isinstance(spec, dict):
-        raise CdfgnnError(f"device profile {path}: expected a mapping of {', '.join(FIELDS)}")
+    spec = read_yaml_mapping(path, f"device profile {path}", ", ".join(FIELDS))
     valid = {*FIELDS, "name", "memory_gb", "label", "source", "matrix_size", "repeats",
              "density"}
     unknown = sorted(set(spec) - valid)

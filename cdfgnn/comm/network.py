@@ -50,6 +50,7 @@ import numpy as np
 
 from cdfgnn.comm.base import CommStats
 from cdfgnn.errors import CdfgnnError
+from cdfgnn.fileio import read_yaml_mapping
 from cdfgnn.partition.base import Topology
 from cdfgnn.registry import Registry
 
@@ -131,16 +132,8 @@ def load_profile(path: str | os.PathLike) -> LinkProfile:
         inter_bcast_gbps: 1.25
         source: "measured with ..." # optional: where the numbers come from
     """
-    import yaml
-
     path = Path(path)
-    try:
-        spec = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise CdfgnnError(f"network profile {path}: not a readable YAML file ({exc})") from None
-    if not isinstance(spec, dict):
-        raise CdfgnnError(f"network profile {path}: expected a mapping of "
-                          f"{', '.join(PROFILE_KEYS)}")
+    spec = read_yaml_mapping(path, f"network profile {path}", ", ".join(PROFILE_KEYS))
     unknown = sorted(set(spec) - {*PROFILE_KEYS, "name", "source"})
     if unknown:
         raise CdfgnnError(f"network profile {path}: unknown key(s) {unknown}; valid: "

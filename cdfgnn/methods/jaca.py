@@ -60,6 +60,16 @@ MB = 2 ** 20
 REQ_TAG = "cachereq"
 
 
+def apply_staged(pools, entries) -> None:
+    """Apply staged cache writes ``(layer, kind, pos, a, b)`` in order: ``touch`` records
+    an access, ``put`` stores rows (both tiers, both backends merge through this)."""
+    for layer, kind, pos, a, b in entries:
+        if kind == "touch":
+            pools[layer].touch(pos, a)
+        else:
+            pools[layer].put(pos, a, b)
+
+
 class Pool:
     """A capacity-limited cache of rows over a fixed universe of positions."""
 
@@ -166,12 +176,7 @@ class HostTier:
         with self.lock:
             if self.merged >= epoch:
                 return
-            for _, _, layer, kind, pos, a, b in sorted(self.staged, key=lambda s: s[:2]):
-                pool = self.pools[layer]
-                if kind == "touch":
-                    pool.touch(pos, a)
-                else:
-                    pool.put(pos, a, b)
+            apply_staged(self.pools, (s[2:] for s in sorted(self.staged, key=lambda s: s[:2])))
             self.staged.clear()
             self.merged = epoch
 

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.jaca import Pool
+from cdfgnn.methods.jaca import Pool, apply_staged
 
 _ALIGN = 64
 
@@ -184,12 +184,7 @@ class ShmTier:
         if not self.staged:
             return
         self._load_rng()
-        for layer, kind, pos, a, b in self.staged:
-            pool = self.pools[layer]
-            if kind == "touch":
-                pool.touch(pos, a)
-            else:
-                pool.put(pos, a, b)
+        apply_staged(self.pools, self.staged)
         self.staged.clear()
         self._save_rng(self._rng_words, self.rng)
 

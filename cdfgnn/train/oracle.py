@@ -185,14 +185,22 @@ def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
             loss.backward()
             opt.step()
             total += loss.detach().double() * seeds.size
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        res.times.append(EpochTimes(wall, cpu, 0.0, 0.0))
-        row = {"epoch": epoch, "batches": -(-perm.size // cfg.batch_size)}
-        mean_loss = total / max(train_ids.size, 1)
-        if epoch % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
-            row.update(_evaluate(model, [TrainPart(full, data)], mean_loss, None, False, None))
-        else:
-            row["loss"] = float(mean_loss)
-        res.epochs.append(row)
+        end_sampled_epoch(res, model, TrainPart(full, data), cfg, epoch, (t0, c0),
+                          total / max(train_ids.size, 1), -(-perm.size // cfg.batch_size))
     res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return _as_dict(res)
+
+
+def end_sampled_epoch(res: LoopResult, model, full: TrainPart, cfg: TrainConfig, epoch: int,
+                      start: tuple[float, float], mean_loss, batches: int) -> None:
+    """Close one epoch of a sampled one-process trainer: its times (from ``start`` =
+    (wall, thread CPU) at the epoch's start), then exact full-graph evaluation on the
+    evaluation epochs (the mean training loss on the others)."""
+    wall, cpu = time.perf_counter() - start[0], time.thread_time() - start[1]
+    res.times.append(EpochTimes(wall, cpu, 0.0, 0.0))
+    row = {"epoch": epoch, "batches": batches}
+    if epoch % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
+        row.update(_evaluate(model, [full], mean_loss, None, False, None))
+    else:
+        row["loss"] = float(mean_loss)
+    res.epochs.append(row)

@@ -34,8 +34,8 @@ from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator, SparseMatrix, norm_values
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.loop import EpochTimes, LocalData, LoopResult, TrainPart, _evaluate, loss_sum
-from cdfgnn.train.oracle import _as_dict, full_graph_data, one_thread
+from cdfgnn.train.loop import LocalData, LoopResult, TrainPart, loss_sum
+from cdfgnn.train.oracle import _as_dict, end_sampled_epoch, full_graph_data, one_thread
 from cdfgnn.train.worker import model_for
 
 SAINT_SAMPLERS = ("node", "rw")
@@ -118,15 +118,8 @@ def _train_subgraphs(graph: Graph, cfg: TrainConfig,
             opt.step()
             total += loss.detach().double()
             steps += 1
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        res.times.append(EpochTimes(wall, cpu, 0.0, 0.0))
-        mean_loss = total / max(steps, 1)
-        row = {"epoch": epoch, "batches": steps}
-        if epoch % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
-            row.update(_evaluate(model, [TrainPart(full, data)], mean_loss, None, False, None))
-        else:
-            row["loss"] = float(mean_loss)
-        res.epochs.append(row)
+        end_sampled_epoch(res, model, TrainPart(full, data), cfg, epoch, (t0, c0),
+                          total / max(steps, 1), steps)
     res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return _as_dict(res)
 
