@@ -59,8 +59,12 @@ def test_cuda_refused_for_cpu_codecs_and_trainers():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
 def test_cuda_without_a_gpu_is_one_clear_line():
+    from cdfgnn.train.run import run_training
+
+    cfg = TrainConfig(device="cuda")
+    cfg.validate()  # a plan may hold GPU runs on a machine without one (a cluster's head node)
     with pytest.raises(CdfgnnError) as err:
-        TrainConfig(device="cuda").validate()
+        run_training(cfg)
     assert str(err.value) == ("--device cuda requested but CUDA is not available "
                               "(torch.cuda.is_available() is False)")
     out = subprocess.run([sys.executable, "-m", "cdfgnn.cli", "train", "--dataset", "synth-arxiv",

@@ -189,8 +189,8 @@ class TrainConfig:
             parse_bytes(self.memory_budget)
 
     def _check_device(self) -> None:
-        """``--device cuda``: the method (or one-process trainer) must declare it, and
-        CUDA must be available; one-line errors naming the valid choices."""
+        """``--device cuda``: the method (or one-process trainer) must declare it; a
+        one-line error naming the supported devices (availability: check_runtime)."""
         if self.device not in DEVICES:
             raise CdfgnnError(f"unknown --device {self.device!r}; valid: {', '.join(DEVICES)}")
         if self.trainer == DISTRIBUTED:
@@ -200,6 +200,12 @@ class TrainConfig:
         elif self.trainer not in DEVICE_TRAINERS:
             raise CdfgnnError(f"trainer {self.trainer!r} does not run on --device {self.device}; "
                               f"on {self.device}: {', '.join(DEVICE_TRAINERS)}")
+
+    def check_runtime(self) -> None:
+        """What this machine must offer (run start, not validation: a pipeline may plan GPU
+        jobs on a head node without one): ``--device cuda`` needs a usable GPU."""
+        if self.device == "cpu":
+            return
         import torch
         if not torch.cuda.is_available():
             raise CdfgnnError(f"--device {self.device} requested but CUDA is not available "

@@ -62,6 +62,7 @@ def check_parts_per_worker(cfg: TrainConfig, part: Partitioning, method_cls) -> 
 def run_training(cfg: TrainConfig) -> dict[str, Any]:
     """Train as ``cfg`` says; return the RunRecord (and write it to ``cfg.out`` if set)."""
     cfg.validate()
+    cfg.check_runtime()
     import cdfgnn.methods  # noqa: F401  (registers methods)
     from cdfgnn.methods.base import METHODS
     METHODS.get(cfg.method)  # unknown method: fail before any work
