@@ -128,6 +128,9 @@ def build_train_config(args: argparse.Namespace):
             setattr(cfg, opt.name, parse_params(value, opt.flag))
         elif value is not None:
             setattr(cfg, opt.name, list(value) if opt.shape == "list" else value)
+    from cdfgnn.train.torchrun import adopt_env
+    adopt_env(cfg, workers_given=args.workers is not None, hosts_given=args.hosts is not None,
+              backend_given=args.backend is not None)
     if args.partition_file is not None:
         _adopt_partition_file(cfg, args)
     cfg.validate()
@@ -195,8 +198,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from cdfgnn.train.run import run_training
 
     record = run_training(cfg)
-    summary = record.get("summary", {})
-    print(json.dumps({"out": cfg.out, **summary}, default=json_default))
+    from cdfgnn.train.torchrun import is_lead_process
+    if is_lead_process():  # under torchrun, rank 0 speaks for the run
+        summary = record.get("summary", {})
+        print(json.dumps({"out": cfg.out, **summary}, default=json_default))
     return 0
 
 

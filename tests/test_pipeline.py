@@ -402,8 +402,12 @@ def test_training_jobs_declare_gpus():
     assert grid.gpus("engine") == 0
     grid.experiments["engine"]["train"]["device"] = "cuda"
     assert grid.gpus("engine") == 1
+    assert grid.gpus("engine", "h2x2") == 1          # thread ranks share one GPU
+    grid.experiments["engine"]["train"]["backend"] = "process"
+    assert grid.gpus("engine", "h2x2") == 4          # nccl: one GPU per rank
     text = (REPO / "workflow" / "rules" / "train.smk").read_text()
-    assert text.count("gpu=lambda wc: grid.gpus(wc.experiment)") == 2
+    assert text.count("gpu=lambda wc: grid.gpus(wc.experiment, wc.topology)") == 1
+    assert text.count("gpu=lambda wc: grid.gpus(wc.experiment)") == 1
 
 
 def test_lint_is_clean():

@@ -18,7 +18,6 @@ Counters are grouped by a caller-supplied ``tag`` (e.g. ``"halo/fwd/1"``,
 """
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from cdfgnn.comm.timers import Clock, Tally, clocks_for
 from cdfgnn.partition.base import Topology
 
 
@@ -84,10 +84,31 @@ class Communicator(ABC):
         self.world_size = world_size
         self.topology = topology
         self.stats = CommStats(world_size)
-        self.seconds = defaultdict(float)  # wall seconds spent inside collectives, per tag
+        # wall seconds spent inside collectives, per tag (the ``seconds`` property);
+        # spans of the device's wall clock (cdfgnn.comm.timers), resolved when read
+        self._seconds = Tally()
         # CPU seconds of communication-side work done outside collectives (encoding,
         # cache checks), per tag: counted as communication, not compute (CDFGNN sec. 8)
-        self.overhead_cpu = defaultdict(float)
+        self._overhead_cpu = Tally()
+
+    @property
+    def seconds(self) -> defaultdict[str, float]:
+        """Wall seconds inside collectives per tag (on cuda: synchronises pending events)."""
+        return self._seconds.totals()
+
+    @property
+    def overhead_cpu(self) -> defaultdict[str, float]:
+        """Compute-clock seconds of communication-side work per tag."""
+        return self._overhead_cpu.totals()
+
+    @property
+    def clocks(self) -> tuple[Clock, Clock]:
+        """(wall, compute) clocks of this rank's device (cdfgnn.comm.timers)."""
+        dev = getattr(self, "device", None)   # set by the backend after this __init__
+        cached = self.__dict__.get("_clocks")
+        if cached is None or cached[0] != dev:
+            cached = self._clocks = (dev, clocks_for(dev))
+        return cached[1]
 
     # ------------------------------------------------------------ public API
     def all_to_all(self, tensors: list[torch.Tensor | None], tag: str = "all_to_all",
@@ -133,25 +154,26 @@ class Communicator(ABC):
     @contextmanager
     def overhead(self, tag: str):
         """Time communication-side work (codec, cache check) done on this rank's thread."""
-        w0, c0 = time.perf_counter(), time.thread_time()
+        wall, compute = self.clocks
+        w, c = wall.start(), compute.start()
         try:
             yield
         finally:
-            self.seconds[tag] += time.perf_counter() - w0
-            self.overhead_cpu[tag] += time.thread_time() - c0
+            self._seconds.add(tag, w.stop())
+            self._overhead_cpu.add(tag, c.stop())
 
     def reset_epoch(self) -> None:
         """Clear the per-epoch counters (traffic, collective and overhead seconds)."""
         self.stats.reset()
-        self.seconds.clear()
-        self.overhead_cpu.clear()
+        self._seconds.clear()
+        self._overhead_cpu.clear()
 
     def _timed(self, tag, fn, *args):
-        t0 = time.perf_counter()
+        span = self.clocks[0].start()
         try:
             return fn(*args)
         finally:
-            self.seconds[tag] += time.perf_counter() - t0
+            self._seconds.add(tag, span.stop())
 
     # ----------------------------------------------------------- backend API
     @abstractmethod

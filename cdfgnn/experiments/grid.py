@@ -501,10 +501,16 @@ class Grid:
                      "unless a dataset is a real one.")
         return "\n\n".join(lines)
 
-    def gpus(self, experiment: str) -> int:
-        """GPUs a training job of ``experiment`` holds (0 on the CPU; Snakemake resource)."""
-        return 1 if str((self.experiments[experiment].get("train") or {}).get(
-            "device", "cpu")).startswith("cuda") else 0
+    def gpus(self, experiment: str, topology: str | None = None) -> int:
+        """GPUs a training job of ``experiment`` holds (Snakemake resource): 0 on the CPU;
+        on cuda one per rank with the process backend (nccl: a GPU each), else 1 (thread
+        ranks share one GPU; one-process trainers)."""
+        train = self.experiments[experiment].get("train") or {}
+        if not str(train.get("device", "cpu")).startswith("cuda"):
+            return 0
+        if topology is not None and train.get("backend", "thread") == "process":
+            return Topology.parse(topology).num_parts
+        return 1
 
     def figure_inputs(self, figure: str) -> list[str]:
         return self.report_inputs("figure", figure)

@@ -126,6 +126,8 @@ class RankContext:
     epochs: int = 1
     part: int = 0               # this part's id (== rank unless a rank holds several parts)
     extra: dict = field(default_factory=dict)
+    #: the run's device: model, data, propagator and the method's buffers live there
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
 
 class SyncStrategy:
@@ -136,6 +138,10 @@ class SyncStrategy:
     partition_kind: str | None = None
     #: the models the method runs (None: every model)
     supported_models: tuple[str, ...] | None = None
+    #: the devices (``--device``) the method runs on. A method declares "cuda" only when
+    #: every tensor it allocates follows the run's device (``ctx.device``, or the device
+    #: of the rows it is handed); checked when the run is configured
+    supported_devices: tuple[str, ...] = ("cpu",)
     #: communication overlaps computation (pipelining): the modelled epoch is then
     #: max(compute, vertex communication) + gradient all-reduce, per rank
     overlaps_compute: bool = False
@@ -189,6 +195,20 @@ class SyncStrategy:
         for klass in reversed(cls.__mro__):
             spec.update(getattr(klass, "PARAMS", {}) or {})
         return spec
+
+    @classmethod
+    def check_device(cls, device: str, params: dict[str, Any] | None = None) -> None:
+        """Raise a one-line CdfgnnError unless the method (with ``params``) runs on
+        ``device``. The codecs (cdfgnn.comm.codecs) encode on the CPU, so off the CPU
+        only the identity codec is accepted."""
+        kind = str(device).split(":")[0]
+        if kind not in cls.supported_devices:
+            raise CdfgnnError(f"method {cls.name!r} does not run on --device {device}; "
+                              f"it supports: {', '.join(cls.supported_devices)}")
+        codec = (params or {}).get("codec", "none")
+        if kind != "cpu" and codec != "none":
+            raise CdfgnnError(f"method {cls.name!r}: codec={codec!r} encodes on the CPU only; "
+                              f"on --device {device} use codec=none")
 
     def check_params(self) -> None:
         """Cross-parameter checks (raise CdfgnnError); single values are checked by Param."""

@@ -13,3 +13,5 @@ from cdfgnn.methods.base import METHODS, SyncStrategy
 @METHODS.register("exact")
 class Exact(SyncStrategy):
     name = "exact"
+    #: every buffer follows the rows it is handed (clone, index_add_, new_zeros)
+    supported_devices = ("cpu", "cuda")

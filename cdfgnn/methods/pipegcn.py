@@ -25,6 +25,8 @@ class PipeGCN(SyncStrategy):
     name = "pipegcn"
     partition_kind = "edge"
     overlaps_compute = True
+    #: the stale buffers are zeros_like / mul / add of the rows handed over: device-generic
+    supported_devices = ("cpu", "cuda")
     PARAMS = {
         "smoothing": Param("none", str, choices=tuple(SMOOTHING),
                            doc="moving average of stale features, gradients or both"),

@@ -129,12 +129,12 @@ class GATLayer(nn.Module):
         s_src = (t3 * self.att_src).sum(-1)
         s_dst = (t3[:n] * self.att_dst).sum(-1)
         e = F.leaky_relu(s_src[cols] + s_dst[rows], 0.2)                  # [arcs, heads]
-        top = torch.full((n, heads), -math.inf).scatter_reduce(
+        top = torch.full((n, heads), -math.inf, device=t.device).scatter_reduce(
             0, rows[:, None].expand_as(e), e.detach(), "amax")
         ex = torch.exp(e - top[rows])
-        den = torch.zeros(n, heads).index_add(0, rows, ex)
+        den = torch.zeros(n, heads, device=t.device).index_add(0, rows, ex)
         alpha = ex / den[rows]
-        z = torch.zeros(n, heads, fout).index_add(0, rows, alpha[:, :, None] * t3[cols])
+        z = torch.zeros(n, heads, fout, device=t.device).index_add(0, rows, alpha[:, :, None] * t3[cols])
         return z.mean(1) + self.bias
 
     def precompute(self, x: torch.Tensor, prop: Propagator, index: int):

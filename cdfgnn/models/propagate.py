@@ -51,7 +51,7 @@ class SparseMatrix:
     """A CSR matrix with its transpose, built once from (indptr, indices, values)."""
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
-                 shape: tuple[int, int]):
+                 shape: tuple[int, int], device: torch.device | None = None):
         self.shape = shape
         crow = torch.from_numpy(np.ascontiguousarray(indptr, dtype=np.int64))
         col = torch.from_numpy(np.ascontiguousarray(indices, dtype=np.int64))
@@ -65,6 +65,8 @@ class SparseMatrix:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             self.at = t.coalesce().to_sparse_csr()
+        if device is not None and device.type != "cpu":  # built on the host, used there
+            self.a, self.at = self.a.to(device), self.at.to(device)
 
     def __matmul__(self, x: torch.Tensor) -> torch.Tensor:
         if self.shape[0] == 0 or self.shape[1] == 0:
@@ -152,9 +154,14 @@ class Propagator:
     #: (set by the layers, None otherwise): methods that exchange a layer's *input* rows
     #: instead of its messages (CaPGNN's input-feature cache) read it in ``aggregate``
     message_source: tuple | None = None
+    #: where this propagator's matrices, coefficients and index tensors live (the run's
+    #: device; the CSR structure and the views stay numpy on the host)
+    device: torch.device = torch.device("cpu")
 
     def __init__(self, indptr, indices, row_deg, col_deg, num_in: int,
-                 row_scale: np.ndarray | None = None):
+                 row_scale: np.ndarray | None = None, device: torch.device | None = None):
+        if device is not None:
+            self.device = torch.device(device)
         view = LocalView("base", indptr, indices, row_deg, col_deg, num_in,
                          int(len(indptr) - 1), row_scale=row_scale)
         self.base_view = view
@@ -185,7 +192,7 @@ class Propagator:
             vals = norm_values(norm, v.row_deg, v.col_deg, v.indptr, v.indices, v.row_scale)
             if v.col_scale is not None:
                 vals = vals * v.col_scale[v.indices]
-            mat = SparseMatrix(v.indptr, v.indices, vals, (v.num_out, v.num_in))
+            mat = SparseMatrix(v.indptr, v.indices, vals, (v.num_out, v.num_in), self.device)
             self._mats[key] = mat
             if len(self._mats) > self.CACHE_SIZE:
                 self._mats.popitem(last=False)
@@ -196,7 +203,8 @@ class Propagator:
     def self_coef(self, norm: str) -> torch.Tensor:
         key = (self.view.key, norm)
         if key not in self._self:
-            self._self[key] = self_coefficients(norm, self.view.row_deg[: self.view.num_out])
+            self._self[key] = self_coefficients(norm, self.view.row_deg[: self.view.num_out]
+                                                ).to(self.device)
         return self._self[key]
 
     def expand(self, t: torch.Tensor, layer: int) -> torch.Tensor:
@@ -223,8 +231,8 @@ class Propagator:
             counts = torch.from_numpy(np.diff(v.indptr).astype(np.int64))
             rows = torch.repeat_interleave(torch.arange(n), counts)
             cols = torch.from_numpy(np.asarray(v.indices, dtype=np.int64))
-            self._self[key] = (torch.cat([rows, torch.arange(n)]),
-                               torch.cat([cols, torch.arange(n)]))
+            self._self[key] = (torch.cat([rows, torch.arange(n)]).to(self.device),
+                               torch.cat([cols, torch.arange(n)]).to(self.device))
         return self._self[key]
 
     @property
@@ -244,7 +252,8 @@ class Propagator:
 class FullGraphPropagator(Propagator):
     """The whole graph in one process: the exactness oracle."""
 
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray):
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray,
+                 device: torch.device | None = None):
         deg = np.diff(indptr)
-        super().__init__(indptr, indices, deg, deg, len(indptr) - 1)
-        self.input_ids = torch.arange(self.num_out, dtype=torch.int64)
+        super().__init__(indptr, indices, deg, deg, len(indptr) - 1, device=device)
+        self.input_ids = torch.arange(self.num_out, dtype=torch.int64, device=self.device)

@@ -23,6 +23,10 @@ DISTRIBUTED = "distributed"
 #: mini-batch sampling reference. The pipeline's ``single:`` lists take these names.
 ONE_PROCESS_TRAINERS: tuple[str, ...] = ("full-graph", "minibatch", "cluster-gcn", "graphsaint")
 TRAINERS: tuple[str, ...] = (DISTRIBUTED, *ONE_PROCESS_TRAINERS)
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+#: one-process trainers that run on a GPU (the distributed trainer: per method,
+#: ``SyncStrategy.supported_devices``)
+DEVICE_TRAINERS: tuple[str, ...] = (DISTRIBUTED, "full-graph")
 
 
 def option(help: str, group: str, *, flag: str | None = None, metavar: str | None = None,
@@ -104,7 +108,13 @@ class TrainConfig:
     backend: str = field(default="thread", metadata=option("thread | process", "execution",
                                                            grid=True))
     device: str = field(default="cpu", metadata=option(
-        "cpu | cuda (process backend: nccl)", "execution", grid=True))
+        "cpu | cuda (process backend: nccl, one GPU per rank; methods declare the "
+        "devices they run on)", "execution", grid=True))
+    launcher: str = field(default="auto", metadata=option(
+        "auto | builtin | torchrun: who starts the ranks (torchrun: one process per rank "
+        "started by `torchrun --nnodes H --nproc-per-node D -m cdfgnn.cli train ...`, the "
+        "topology taken from its environment; auto: torchrun when that environment is set)",
+        "execution"))
     warmup: int = field(default=5, metadata=option("epochs excluded from timing", "execution",
                                                    grid=True))
     eval_every: int = field(default=1, metadata=option("evaluate every N epochs", "execution",
@@ -165,10 +175,10 @@ class TrainConfig:
         if not self.lr > 0:
             raise CdfgnnError(f"--lr must be > 0, got {self.lr}")
         if self.device != "cpu":
-            # the communicators have an nccl path, but the engine keeps model and data on
-            # the CPU: refuse rather than record a CPU run as a GPU one
-            raise CdfgnnError(f"--device {self.device!r} is not supported yet: the training "
-                              "engine runs on the CPU only (GPU runs are a roadmap item)")
+            self._check_device()
+        if self.launcher not in ("auto", "builtin", "torchrun"):
+            raise CdfgnnError(f"unknown --launcher {self.launcher!r}; valid: auto, builtin, "
+                              "torchrun")
         if self.devices:
             from cdfgnn.comm.devices import parse_devices
             parse_devices(self.devices, None)   # names here; the count when the run starts
@@ -177,6 +187,29 @@ class TrainConfig:
         if self.memory_budget is not None:
             from cdfgnn.train.memory import parse_bytes
             parse_bytes(self.memory_budget)
+
+    def _check_device(self) -> None:
+        """``--device cuda``: the method (or one-process trainer) must declare it; a
+        one-line error naming the supported devices (availability: check_runtime)."""
+        if self.device not in DEVICES:
+            raise CdfgnnError(f"unknown --device {self.device!r}; valid: {', '.join(DEVICES)}")
+        if self.trainer == DISTRIBUTED:
+            import cdfgnn.methods  # noqa: F401  (registers methods)
+            from cdfgnn.methods.base import METHODS
+            METHODS.get(self.method).check_device(self.device, self.method_params)
+        elif self.trainer not in DEVICE_TRAINERS:
+            raise CdfgnnError(f"trainer {self.trainer!r} does not run on --device {self.device}; "
+                              f"on {self.device}: {', '.join(DEVICE_TRAINERS)}")
+
+    def check_runtime(self) -> None:
+        """What this machine must offer (run start, not validation: a pipeline may plan GPU
+        jobs on a head node without one): ``--device cuda`` needs a usable GPU."""
+        if self.device == "cpu":
+            return
+        import torch
+        if not torch.cuda.is_available():
+            raise CdfgnnError(f"--device {self.device} requested but CUDA is not available "
+                              "(torch.cuda.is_available() is False)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -20,14 +20,14 @@ between the oracle and a distributed run can only come from synchronisation:
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cdfgnn.comm.timers import clocks_for
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.gnn import GNN, Precomputed
 from cdfgnn.models.propagate import Propagator
@@ -57,6 +57,13 @@ class LocalData:
     def __post_init__(self) -> None:
         if self.owned < 0:
             self.owned = int(self.y.shape[0])
+
+    def to(self, device: torch.device | str | None) -> "LocalData":
+        """The same rows on ``device`` (self when already there, or ``device`` is None)."""
+        if device is None or torch.device(device) == self.x.device:
+            return self
+        return replace(self, **{k: getattr(self, k).to(device)
+                                for k in ("x", "y", "train", "val", "test")})
 
 
 @dataclass
@@ -129,7 +136,8 @@ def metric_counts(out: torch.Tensor, data: LocalData) -> torch.Tensor:
             true = y[mask] > 0.5
             vals += [(pred & true).sum(), (pred & ~true).sum(), (~pred & true).sum()]
         else:
-            vals += [(out[mask].argmax(1) == y[mask]).sum(), mask.sum(), torch.tensor(0)]
+            vals += [(out[mask].argmax(1) == y[mask]).sum(), mask.sum(),
+                     torch.tensor(0, device=out.device)]
     return torch.stack([v.to(torch.float64) for v in vals])
 
 
@@ -167,6 +175,8 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
                     part.prop.matrix(layer.norm)
         part.prop.use_view(base)
     res = LoopResult()
+    device = params[0].device
+    wall_clock, compute_clock = clocks_for(device)
     if model.precompute_first_layer:
         res.precompute_traffic = precompute_first_layer(model, parts, comm)
     lead_rank = comm is None or comm.rank == 0
@@ -176,20 +186,22 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
             comm.reset_epoch()
         model.train()
         model.epoch = epoch
-        t0, c0 = time.perf_counter(), time.thread_time()
+        wall_span, cpu_span = wall_clock.start(), compute_clock.start()
         opt.zero_grad(set_to_none=False)
-        loss = torch.zeros((), dtype=torch.float64)
-        part_cpu = 0.0
+        loss = torch.zeros((), dtype=torch.float64, device=device)
+        part_spans = []
         for part in parts:
-            p0 = time.thread_time()
+            part_spans.append(compute_clock.start())
             loss = loss + _train_part(model, part, epoch).detach().double()
-            part_cpu = max(part_cpu, time.thread_time() - p0)
+            part_spans[-1].stop()
         if comm is not None and comm.world_size > 1:
             _all_reduce_grads(comm, params)
         opt.step()
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        res.times.append(_epoch_times(comm, wall, cpu, lead, epoch))
-        res.times[-1].part_cpu_max_s = part_cpu
+        wall_span.stop(), cpu_span.stop()
+        # read time (cuda: synchronises on the epoch's last events)
+        res.times.append(_epoch_times(comm, wall_span.seconds(), cpu_span.seconds(), lead,
+                                      epoch, compute_clock.includes_waits))
+        res.times[-1].part_cpu_max_s = max(s.seconds() for s in part_spans)
         if comm is not None:
             res.traffic.append(comm.stats.snapshot())
         # ---- evaluation: outside the timed section, traffic already snapshotted
@@ -207,7 +219,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
             bar.update(1)
     if bar is not None:
         bar.close()
-    res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    res.final_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
     return res
 
 
@@ -250,13 +262,19 @@ def _all_reduce_grads(comm, params: list[torch.Tensor]) -> None:
         offset += n
 
 
-def _epoch_times(comm, wall: float, cpu: float, strategy, epoch: int) -> EpochTimes:
+def _epoch_times(comm, wall: float, cpu: float, strategy, epoch: int,
+                 includes_waits: bool = False) -> EpochTimes:
+    """``cpu``: the epoch on the compute clock. A clock that also runs while the rank
+    waits in collectives (cuda events: elapsed stream time) has their seconds taken
+    off, so ``cpu_s`` is compute (+ codec/cache overhead) on every device."""
     overlap = bool(strategy.overlaps(epoch)) if strategy is not None else False
     if comm is None:
         return EpochTimes(wall, cpu, 0.0, 0.0, 0.0, overlap)
     reduce_s = comm.seconds.get(GRAD_TAG, 0.0)
     comm_s = sum(v for k, v in comm.seconds.items() if k != GRAD_TAG)
     overhead = float(sum(comm.overhead_cpu.values()))
+    if includes_waits:
+        cpu = max(cpu - comm_s - reduce_s + overhead, 0.0)
     return EpochTimes(wall, cpu, comm_s, reduce_s, overhead, overlap)
 
 
@@ -278,15 +296,15 @@ def _evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
                             loss.to(torch.float64).reshape(1)])
         if comm.world_size > 1:
             comm.all_reduce(counts, tag=EVAL_TAG)
-        c = counts.numpy()
+        c = counts.cpu().numpy()
         return {"loss": float(c[-1]), **metrics_from_counts(c[:-1], multilabel)}
     if comm is not None and full_graph_eval:
         counts = (full_graph_counts(model) if comm.rank == 0
-                  else torch.zeros(9, dtype=torch.float64))
+                  else torch.zeros(9, dtype=torch.float64, device=loss.device))
         if comm.world_size > 1:
             comm.broadcast(counts, src=0, tag=EVAL_TAG)
         total = _reduce_scalar(loss, comm)
-        return {"loss": total, **metrics_from_counts(counts.numpy(), multilabel)}
+        return {"loss": total, **metrics_from_counts(counts.cpu().numpy(), multilabel)}
     part = parts[0]
     view = part.prop.base_view.but(training=False)
     if part.strategy is not None:
@@ -296,5 +314,5 @@ def _evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
     counts = torch.cat([metric_counts(out, part.data), loss.to(torch.float64).reshape(1)])
     if comm is not None and comm.world_size > 1:
         comm.all_reduce(counts, tag=EVAL_TAG)
-    c = counts.numpy()
+    c = counts.cpu().numpy()
     return {"loss": float(c[-1]), **metrics_from_counts(c[:-1], multilabel)}

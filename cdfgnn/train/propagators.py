@@ -26,23 +26,24 @@ from cdfgnn.models.propagate import LocalView, Propagator
 from cdfgnn.partition.book import PartitionBook
 
 
-def _index(idx) -> torch.Tensor:
-    return torch.from_numpy(idx).to(torch.int64)
+def _index(idx, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(idx).to(device=device, dtype=torch.int64)
 
 
 class _BookPropagator(Propagator):
-    def __init__(self, book: PartitionBook, strategy: SyncStrategy):
+    def __init__(self, book: PartitionBook, strategy: SyncStrategy,
+                 device: torch.device | None = None):
         rows = book.adj_rows
         super().__init__(book.adj_indptr, book.adj_indices, book.global_degree[:rows],
-                         book.global_degree, book.num_local)
+                         book.global_degree, book.num_local, device=device)
         self.base_view = self.view = self.base_view.but(self_rows=self._default_self_rows(book))
         self.book = book
         self.strategy = strategy
         self.exact = SyncStrategy()
         if strategy.ctx is not None:
             self.exact.setup(strategy.ctx)
-        self.send = [_index(i) for i in book.send_idx]
-        self.recv = [_index(i) for i in book.recv_idx]
+        self.send = [_index(i, self.device) for i in book.send_idx]
+        self.recv = [_index(i, self.device) for i in book.recv_idx]
 
     @staticmethod
     def _default_self_rows(book: PartitionBook) -> int:
@@ -66,12 +67,13 @@ class _BookPropagator(Propagator):
 class EdgeCutPropagator(_BookPropagator):
     """Rows: owned (inner) vertices; aggregation reads owned + halo rows."""
 
-    def __init__(self, book: PartitionBook, strategy: SyncStrategy):
-        super().__init__(book, strategy)
-        self.input_ids = torch.from_numpy(book.local_nodes[: book.num_owned])
+    def __init__(self, book: PartitionBook, strategy: SyncStrategy,
+                 device: torch.device | None = None):
+        super().__init__(book, strategy, device)
+        self.input_ids = torch.from_numpy(book.local_nodes[: book.num_owned]).to(self.device)
 
     def expanded_ids(self) -> torch.Tensor:
-        return torch.from_numpy(self.book.local_nodes)
+        return torch.from_numpy(self.book.local_nodes).to(self.device)
 
     def expand(self, t: torch.Tensor, layer: int) -> torch.Tensor:
         if not self.view.sync:
@@ -82,9 +84,10 @@ class EdgeCutPropagator(_BookPropagator):
 class VertexCutPropagator(_BookPropagator):
     """Rows: every local replica; per-vertex terms only on masters; sync after aggregation."""
 
-    def __init__(self, book: PartitionBook, strategy: SyncStrategy):
-        super().__init__(book, strategy)
-        self.input_ids = torch.from_numpy(book.local_nodes)
+    def __init__(self, book: PartitionBook, strategy: SyncStrategy,
+                 device: torch.device | None = None):
+        super().__init__(book, strategy, device)
+        self.input_ids = torch.from_numpy(book.local_nodes).to(self.device)
 
     def finish(self, z: torch.Tensor, layer: int) -> torch.Tensor:
         if not self.view.sync:
@@ -96,9 +99,12 @@ class VertexCutPropagator(_BookPropagator):
                           "over a vertex split across replicas is not supported")
 
 
-def make_propagator(book: PartitionBook, strategy: SyncStrategy) -> _BookPropagator:
+def make_propagator(book: PartitionBook, strategy: SyncStrategy,
+                    device: torch.device | None = None) -> _BookPropagator:
+    """The part's propagator; its matrices and index tensors live on ``device`` (the
+    run's device, ``RankContext.device``; default CPU)."""
     cls = EdgeCutPropagator if book.kind == "edge" else VertexCutPropagator
-    return cls(book, strategy)
+    return cls(book, strategy, device)
 
 
 class HaloExchange(torch.autograd.Function):

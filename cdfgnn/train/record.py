@@ -54,6 +54,25 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def reset_device_peak(device) -> None:
+    """Start the device's peak-memory counter afresh (cuda; nothing on the CPU)."""
+    import torch
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+
+
+def device_peak_mb(device) -> float | None:
+    """``torch.cuda.max_memory_allocated`` since :func:`reset_device_peak`, in MB (None on
+    the CPU, where :func:`peak_rss_mb` is the peak). With the thread backend every rank
+    shares one GPU, so this is the peak of all of them together."""
+    import torch
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return None
+    return torch.cuda.max_memory_allocated(dev) / 2 ** 20
+
+
 def provenance(backend: str, device: str) -> dict[str, Any]:
     import torch
     return {

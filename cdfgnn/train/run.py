@@ -62,16 +62,35 @@ def check_parts_per_worker(cfg: TrainConfig, part: Partitioning, method_cls) -> 
 def run_training(cfg: TrainConfig) -> dict[str, Any]:
     """Train as ``cfg`` says; return the RunRecord (and write it to ``cfg.out`` if set)."""
     cfg.validate()
+    cfg.check_runtime()
     import cdfgnn.methods  # noqa: F401  (registers methods)
     from cdfgnn.methods.base import METHODS
     METHODS.get(cfg.method)  # unknown method: fail before any work
+    from cdfgnn.train.torchrun import TorchrunSession, resolve_launcher
+    launcher = resolve_launcher(cfg.launcher)
+    if launcher == "torchrun" and cfg.trainer != "distributed":
+        raise CdfgnnError(f"--launcher torchrun starts distributed ranks; trainer "
+                          f"{cfg.trainer!r} runs in one process (start it without torchrun)")
+    session = TorchrunSession(cfg) if launcher == "torchrun" else None
+    # on failure no clean-up under torchrun: a barrier would wait for failed peers, and
+    # the launcher stops every rank of a job whose rank exits with an error
+    record = _run_training(cfg, session)
+    record["config"]["launcher"] = launcher
+    if session is not None:
+        session.close()
+    if cfg.out and (session is None or session.lead):
+        write_record(record, cfg.out)
+    return record
+
+
+def _run_training(cfg: TrainConfig, session) -> dict[str, Any]:
     graph = load_graph(cfg)
     estimate_mb = _check_memory(cfg, graph)  # a lower bound: fails at once if the graph cannot fit
     from cdfgnn.data.stats import graph_stats
     from cdfgnn.models.dropout import DROPOUT_VERSION
     t0 = time.perf_counter()
     if cfg.trainer == "distributed":
-        body = _run_distributed(cfg, graph)
+        body = _run_distributed(cfg, graph, session)
     else:
         body = _run_one_process(cfg, graph)
         body["summary"]["estimated_memory_mb"] = estimate_mb
@@ -90,10 +109,22 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
         "model": {"dropout": cfg.dropout, "dropout_version": DROPOUT_VERSION},
         "total_seconds": time.perf_counter() - t0,
         **body,
+        "memory": memory_section(cfg, body),
     }
-    if cfg.out:
-        write_record(record, cfg.out)
     return record
+
+
+def memory_section(cfg: TrainConfig, body: dict[str, Any]) -> dict[str, Any]:
+    """The record's ``memory``: peak RSS (every device), the estimate checked against the
+    budget, and on cuda ``torch.cuda.max_memory_allocated`` (reset at run start; the max
+    over ranks)."""
+    out = {"device": cfg.device, "peak_rss_mb": body["summary"]["peak_memory_mb"],
+           "estimated_mb": body["summary"].get("estimated_memory_mb")}
+    gpu = [r["max_memory_allocated_mb"] for r in body["ranks"]
+           if r.get("max_memory_allocated_mb") is not None]
+    if gpu:
+        out["max_memory_allocated_mb"] = max(gpu)
+    return out
 
 
 def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
@@ -110,7 +141,8 @@ def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     return {
         "partition": None,
         "epochs": res["epochs"],
-        "ranks": [{"rank": 0, "host": 0, **t, "peak_rss_mb": peak}],
+        "ranks": [{"rank": 0, "host": 0, **t, "peak_rss_mb": peak,
+                   **_device_peak(res.get("max_memory_allocated_mb"))}],
         "comm": {"per_epoch": _zero_traffic(), "by_tag": {}},
         "model_time": {"profile": None, "epoch_s": t["cpu_s"], "comm_s": [0.0],
                        "compute_s": [t["cpu_s"]]},
@@ -120,13 +152,16 @@ def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     }
 
 
-def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
+def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, Any]:
     from cdfgnn.comm.network import NetworkModel
     from cdfgnn.methods.base import METHODS, build_strategy
     from cdfgnn.partition.stats import partition_stats
 
     topology = Topology.for_workers(cfg.workers, cfg.hosts)
-    part = load_partitioning(cfg, graph, topology)
+    if session is None or cfg.partition_file:  # torchrun: every rank reads the file
+        part = load_partitioning(cfg, graph, topology)
+    else:  # torchrun: rank 0 partitions, the others receive its partitioning
+        part = session.from_lead(lambda: load_partitioning(cfg, graph, topology))
     method_cls = METHODS.get(cfg.method)
     need = method_cls.partition_kind
     if need is not None and need != part.kind:
@@ -150,10 +185,13 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     slow, xfer = factors(devices, cfg.workers)
     network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
     if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
+        if session is not None:
+            raise CdfgnnError(f"method {cfg.method!r} (sampled track) runs on the built-in "
+                              "launcher only, not under torchrun")
         from cdfgnn.train.minibatch import run_minibatch
         body = run_minibatch(cfg, graph, part, topology, network)
     else:
-        results = train_distributed(cfg, graph, part, drop_arcs)
+        results = train_distributed(cfg, graph, part, drop_arcs, session)
         body = _assemble(cfg, topology, network, results)
     body["model_time"]["devices"] = describe(devices)
     body["model_time"]["transfer"] = list(network.transfer)
@@ -167,11 +205,15 @@ def _run_distributed(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
 
 
 def train_distributed(cfg: TrainConfig, graph: Graph, part: Partitioning,
-                      drop_arcs: np.ndarray | None = None) -> list[dict]:
-    """Launch ``cfg.workers`` ranks on ``cfg.backend``; per-rank results in rank order."""
+                      drop_arcs: np.ndarray | None = None, session=None) -> list[dict]:
+    """Launch ``cfg.workers`` ranks on ``cfg.backend``; per-rank results in rank order.
+    Under torchrun (``session``) this process is one rank and receives the others'."""
     from cdfgnn.comm.launcher import launch
     from cdfgnn.train.worker import RankJob, rank_main, thread_job
 
+    if session is not None:
+        return session.run(rank_main, RankJob(cfg, graph=graph, partitioning=part,
+                                              drop_arcs=drop_arcs))
     topology = Topology.for_workers(cfg.workers, cfg.hosts)
     with tempfile.TemporaryDirectory(prefix="cdfgnn-run-") as tmp:
         if cfg.backend == "thread":
@@ -251,6 +293,7 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
                       "modelled_vertex_s": float(vertex_s.mean()) if len(timed) else 0.0,
                       "modelled_reduce_s": float(reduce_s.mean()) if len(timed) else 0.0,
                       "peak_rss_mb": res["peak_rss_mb"],
+                      **_device_peak(res.get("max_memory_allocated_mb")),
                       "local_rows": res["local_rows"], "owned_rows": res["owned_rows"],
                       "parts": res.get("parts", [r])})
     modelled = float(epoch_rank[sl].max(axis=1).mean()) if len(timed) else 0.0
@@ -275,6 +318,11 @@ def _assemble(cfg, topology, network, results) -> dict[str, Any]:
                     "peak_memory_mb": max(rk["peak_rss_mb"] for rk in ranks),
                     "timed_epochs": len(results[0]["times"][sl])},
     }
+
+
+def _device_peak(mb: float | None) -> dict[str, float]:
+    """A rank's ``max_memory_allocated_mb`` entry (cuda only; absent on the CPU)."""
+    return {} if mb is None else {"max_memory_allocated_mb": float(mb)}
 
 
 def _modelled_comm(network, rank: int, snapshot: dict, p: int) -> tuple[float, float]:

@@ -22,7 +22,7 @@ from cdfgnn.partition.book import PartitionBook, build_books
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.loop import LocalData, TrainPart, metric_counts, run_epochs
 from cdfgnn.train.propagators import make_propagator
-from cdfgnn.train.record import peak_rss_mb
+from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak
 
 
 @dataclass
@@ -46,8 +46,10 @@ def parts_of(rank: int, world_size: int, num_parts: int) -> list[int]:
     return list(range(rank * k, (rank + 1) * k))
 
 
-def local_data(graph: Graph, book: PartitionBook) -> LocalData:
-    """Inputs and labels of a part's rows (edge-cut: owned rows; vertex-cut: every replica)."""
+def local_data(graph: Graph, book: PartitionBook,
+               device: torch.device | None = None) -> LocalData:
+    """Inputs and labels of a part's rows (edge-cut: owned rows; vertex-cut: every replica),
+    on ``device`` (default CPU)."""
     rows = book.local_nodes[: book.adj_rows]
     return LocalData(
         x=torch.from_numpy(graph.x[rows]),
@@ -58,7 +60,7 @@ def local_data(graph: Graph, book: PartitionBook) -> LocalData:
         num_train_global=int(graph.train.sum()),
         multilabel=graph.multilabel,
         owned=book.num_owned,
-    )
+    ).to(device)
 
 
 def model_shape(cfg: TrainConfig, graph: Graph) -> dict:
@@ -67,10 +69,19 @@ def model_shape(cfg: TrainConfig, graph: Graph) -> dict:
     return {"model": cfg.model, "dims": dims, "dropout": float(cfg.dropout)}
 
 
-def model_for(cfg: TrainConfig, graph: Graph):
-    return GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
-               cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer,
-               heads=cfg.heads)
+def model_for(cfg: TrainConfig, graph: Graph, device: torch.device | None = None):
+    """The model, initialised on the CPU (bit-identical weights everywhere), then moved
+    to ``device``."""
+    model = GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
+                cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer,
+                heads=cfg.heads)
+    return model if device is None else model.to(device)
+
+
+def rank_device(comm) -> torch.device:
+    """The device of a rank: its communicator's (cuda:r for the process backend on
+    cuda, cuda:LOCAL_RANK under torchrun, the current GPU for thread ranks)."""
+    return torch.device(getattr(comm, "device", None) or "cpu")
 
 
 def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
@@ -81,17 +92,19 @@ def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
     extra = model_shape(cfg, graph)
     if partitioning is not None:
         extra["partitioning"] = partitioning
+    device = rank_device(comm)
     strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank,
-                               extra=extra))
-    return TrainPart(make_propagator(book, strategy), local_data(graph, book), strategy)
+                               extra=extra, device=device))
+    return TrainPart(make_propagator(book, strategy, device), local_data(graph, book, device),
+                     strategy)
 
 
-def full_graph_counter(graph: Graph):
+def full_graph_counter(graph: Graph, device: torch.device | None = None):
     """Metric counts of one-process full-graph inference (evaluation of many-part runs)."""
     from cdfgnn.train.oracle import full_graph_data
 
-    prop = FullGraphPropagator(graph.indptr, graph.indices)
-    data = full_graph_data(graph)
+    prop = FullGraphPropagator(graph.indptr, graph.indices, device=device)
+    data = full_graph_data(graph, device)
     pre = {}
 
     def counts(model: GNN) -> torch.Tensor:
@@ -115,14 +128,16 @@ def rank_main(comm, job: RankJob) -> dict:
         if drop is None and job.drop_arcs_path:
             drop = np.load(job.drop_arcs_path)
         books = build_books(graph, part, mine, drop_arcs=drop)
+    device = rank_device(comm)
+    reset_device_peak(device)
     parts = [build_part(comm, cfg, graph, b, part) for b in books]
     lead = parts[0].strategy
     full_eval = not lead.per_part_eval and (len(parts) > 1 or bool(lead.full_graph_eval))
-    res = run_epochs(model_for(cfg, graph), parts, epochs=cfg.epochs, lr=cfg.lr,
+    res = run_epochs(model_for(cfg, graph, device), parts, epochs=cfg.epochs, lr=cfg.lr,
                      weight_decay=cfg.weight_decay, comm=comm, eval_every=cfg.eval_every,
                      full_graph_eval=full_eval,
-                     full_graph_counts=full_graph_counter(graph) if full_eval and comm.rank == 0
-                     else None)
+                     full_graph_counts=full_graph_counter(graph, device)
+                     if full_eval and comm.rank == 0 else None)
     return {
         "rank": comm.rank,
         "epochs": res.epochs,
@@ -131,6 +146,7 @@ def rank_main(comm, job: RankJob) -> dict:
         "precompute_traffic": res.precompute_traffic,
         "final_state": res.final_state if comm.rank == 0 else None,
         "peak_rss_mb": peak_rss_mb(),
+        "max_memory_allocated_mb": device_peak_mb(device),
         "local_rows": sum(b.num_local for b in books),
         "owned_rows": sum(b.num_owned for b in books),
         "parts": mine,

@@ -12,7 +12,7 @@ rule train:
         args=lambda wc: grid.train_args(wc.experiment, wc.topology, wc.method),
     threads: grid.threads["train"]
     resources:
-        gpu=lambda wc: grid.gpus(wc.experiment),
+        gpu=lambda wc: grid.gpus(wc.experiment, wc.topology),
     log:
         "results/logs/train/{experiment}/{dataset}/{partitioner}/{topology}/{method}/s{seed}.log",
     benchmark:
