@@ -115,7 +115,45 @@ class _RowQuantizer(Codec, ABC):
     @abstractmethod
     def _dequantize(self, codes, meta): ...
 
+    #: kernel mode of :mod:`cdfgnn.comm.quant_kernels` (LINEAR, MIDRISE, STOCHASTIC)
+    _mode: int = 0
+
     def encode(self, rows, generator=None):
+        """One fused numba pass per row (:func:`cdfgnn.comm.quant_kernels.encode_rows`):
+        min/max, metadata, quantise, pack; the same wire bytes as :meth:`reference_encode`
+        (bit for bit for the linear codecs, in distribution for the stochastic ones)."""
+        rows = rows.detach()
+        if rows.dtype != torch.float32:
+            rows = rows.to(torch.float32)
+        if not rows.is_contiguous():
+            rows = rows.contiguous()
+        n, d = rows.shape
+        if d == 0:
+            return self.reference_encode(rows, generator)
+        from cdfgnn.comm.quant_kernels import encode_rows
+        wire = torch.empty((n, self.meta_bytes + self.row_bytes(d)), dtype=torch.uint8)
+        # the stochastic codecs draw one 62-bit counter base per call from the generator
+        seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator)) if self._mode == 2 else 0
+        if n:
+            encode_rows(rows.numpy(), wire.numpy(), self.bits, self._mode, seed)
+        return wire.reshape(-1)
+
+    def decode(self, wire, n, d):
+        """:func:`cdfgnn.comm.quant_kernels.decode_rows` into one fresh float32 array
+        (numpy's allocator: large outputs get transparent huge pages, so the first
+        write does not page-fault every 4 KiB)."""
+        import numpy as np
+        from cdfgnn.comm.quant_kernels import decode_rows
+        if d == 0:
+            return self.reference_decode(wire, n, d)
+        buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
+        out = np.empty((n, d), dtype=np.float32)
+        if n:
+            decode_rows(buf.numpy(), self.bits, self._mode, out)
+        return torch.from_numpy(out)
+
+    # ---- the vectorised torch reference of the same wire format (tests compare with it)
+    def reference_encode(self, rows, generator=None):
         rows = rows.detach().to(torch.float32).contiguous()
         n, d = rows.shape
         codes, meta = self._quantize(rows, generator)
@@ -123,7 +161,7 @@ class _RowQuantizer(Codec, ABC):
         head = meta.to(self.meta_dtype).contiguous().view(torch.uint8).reshape(n, -1)
         return torch.cat([head, packed], dim=1).reshape(-1)
 
-    def decode(self, wire, n, d):
+    def reference_decode(self, wire, n, d):
         buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
         meta = buf[:, : self.meta_bytes].reshape(-1).view(self.meta_dtype).to(torch.float32)
         codes = unpack_bits(buf[:, self.meta_bytes:], self.bits, d)
@@ -136,6 +174,7 @@ class Linear(_RowQuantizer):
     def __init__(self, bits: int, midrise: bool = False):
         super().__init__(bits)
         self.midrise = midrise
+        self._mode = 1 if midrise else 0
         self.spec = f"linear-{bits}" + ("-midrise" if midrise else "")
 
     def _quantize(self, rows, generator):
@@ -166,43 +205,16 @@ class Stochastic(_RowQuantizer):
         super().__init__(bits)
         self.spec = f"stochastic-{bits}"
 
+    _mode = 2
+
     def _meta(self, rows):
         """Per-row float16 min (rounded down) and scale (rounded up), and 1/scale (0 if 0)."""
-        if rows.shape[1] and rows.dtype == torch.float32 and rows.is_contiguous():
-            from cdfgnn.comm.quant_kernels import row_min_max
-            lo32, hi32 = torch.empty((rows.shape[0], 1)), torch.empty((rows.shape[0], 1))
-            row_min_max(rows.numpy(), lo32[:, 0].numpy(), hi32[:, 0].numpy())
-        else:
-            lo32, hi32 = torch.aminmax(rows, dim=1, keepdim=True)
+        lo32, hi32 = torch.aminmax(rows, dim=1, keepdim=True)
         lo = _half_down(lo32)
         scale = _half_up((hi32 - lo.to(torch.float32)) / self.levels)
         scale32 = scale.to(torch.float32)
         inv = torch.where(scale32 > 0, 1.0 / scale32, torch.zeros_like(scale32))
         return lo, scale, inv
-
-    def encode(self, rows, generator=None):
-        """One fused pass (numba, :mod:`cdfgnn.comm.quant_kernels`): quantise + pack."""
-        from cdfgnn.comm.quant_kernels import encode_rows
-        rows = rows.detach().to(torch.float32).contiguous()
-        n, d = rows.shape
-        lo, scale, inv = self._meta(rows)
-        m = self.meta_bytes
-        wire = torch.empty((n, m + self.row_bytes(d)), dtype=torch.uint8)
-        wire[:, :m] = torch.cat([lo, scale], dim=1).view(torch.uint8)
-        seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator))
-        encode_rows(rows.numpy(), lo.to(torch.float32)[:, 0].numpy(), inv[:, 0].numpy(),
-                    self.bits, seed, wire.numpy()[:, m:])
-        return wire.reshape(-1)
-
-    def decode(self, wire, n, d):
-        from cdfgnn.comm.quant_kernels import decode_rows
-        buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
-        meta = buf[:, : self.meta_bytes].reshape(-1).view(torch.float16).to(torch.float32)
-        meta = meta.reshape(n, 2)
-        out = torch.empty((n, d), dtype=torch.float32)
-        decode_rows(buf.numpy()[:, self.meta_bytes:], meta[:, 0].contiguous().numpy(),
-                    meta[:, 1].contiguous().numpy(), self.bits, out.numpy())
-        return out
 
     # the vectorised torch reference of the same codec (tests compare the kernels with it)
     def _quantize(self, rows, generator):
@@ -215,12 +227,6 @@ class Stochastic(_RowQuantizer):
     def _dequantize(self, codes, meta):
         lo, scale = meta[:, :1], meta[:, 1:]
         return codes.to(torch.float32).mul_(scale).add_(lo)
-
-    def reference_encode(self, rows, generator=None):
-        return _RowQuantizer.encode(self, rows, generator)
-
-    def reference_decode(self, wire, n, d):
-        return _RowQuantizer.decode(self, wire, n, d)
 
 
 def _half_down(x: torch.Tensor) -> torch.Tensor:
