@@ -46,6 +46,7 @@ _U24 = np.float32(1.0 / (1 << 24))
 _MINMAX_FLAGS = {"nnan", "ninf", "nsz"}
 
 LINEAR, MIDRISE, STOCHASTIC = 0, 1, 2
+_LANES = 16  # independent xorshift128+ streams stepped together (vectorised by LLVM)
 _KW = dict(cache=True, nogil=True, boundscheck=False)
 
 
@@ -82,8 +83,10 @@ def _mix(counter):
 
 # ------------------------------------------------------------------ float16 metadata
 @numba.njit(**_KW)
-def _f16_nearest(x):
-    """float32 -> float16 bits, round to nearest even (overflow to inf), as torch casts."""
+def _f16_directed(x, up):
+    """Bits of the largest float16 <= float32 ``x`` (``up`` False) or the smallest >= x
+    (``up`` True): truncate the magnitude, then step it away from zero when inexact and
+    the direction asks for it. Equal to torch's cast + ``nextafter`` (tested)."""
     b = np.int64(_f32_bits(x))
     sign = (b >> 16) & 0x8000
     e = (b >> 23) & 0xFF
@@ -91,56 +94,48 @@ def _f16_nearest(x):
     if e == 0xFF:
         return sign | 0x7C00 | (0x200 if m else 0)
     ex = e - 112  # float16 biased exponent
-    if ex >= 31:
-        return sign | 0x7C00
-    if ex <= 0:  # float16 subnormal (or zero)
+    if ex >= 31:  # |x| >= 65536: beyond the largest finite float16 (65504)
+        t = 0x7BFF
+        inexact = True
+    elif ex <= 0:  # float16 subnormal or zero
         if ex < -10:
-            return sign
-        m = m | 0x800000
-        shift = 14 - ex
-        h = m >> shift
-        rem = m & ((1 << shift) - 1)
-        half = 1 << (shift - 1)
-        if rem > half or (rem == half and (h & 1) == 1):
-            h += 1
-        return sign | h
-    h = (ex << 10) | (m >> 13)
-    rem = m & 0x1FFF
-    if rem > 0x1000 or (rem == 0x1000 and (h & 1) == 1):
-        h += 1  # a carry into the exponent is the right rounding (up to inf)
-    return sign | h
-
-
-@numba.njit(**_KW)
-def f16_value(h):
-    """The float16 with bits ``h`` as a float64 (exact)."""
-    e = (h >> 10) & 0x1F
-    m = h & 0x3FF
-    if e == 0:
-        v = math.ldexp(float(m), -24)
-    elif e == 31:
-        v = math.inf if m == 0 else math.nan
+            t = 0
+            inexact = (b & 0x7FFFFFFF) != 0
+        else:
+            mm = m | 0x800000
+            shift = 14 - ex
+            t = mm >> shift
+            inexact = (mm & ((1 << shift) - 1)) != 0
     else:
-        v = math.ldexp(float(1024 + m), e - 25)
-    return -v if h & 0x8000 else v
+        t = (ex << 10) | (m >> 13)
+        inexact = (m & 0x1FFF) != 0
+    if inexact and (up != (sign != 0)):
+        t += 1  # 0x7BFF + 1 is inf, the right answer above 65504
+    return sign | t
 
 
 @numba.njit(**_KW)
 def f16_down(x):
     """Bits of the largest float16 <= float32 ``x`` (torch: cast, then nextafter down)."""
-    h = _f16_nearest(x)
-    if f16_value(h) > x:
-        h = 0x8001 if h == 0 else h + 1 if h & 0x8000 else h - 1
-    return h
+    return _f16_directed(x, False)
 
 
 @numba.njit(**_KW)
 def f16_up(x):
     """Bits of the smallest float16 >= float32 ``x``."""
-    h = _f16_nearest(x)
-    if f16_value(h) < x:
-        h = 0x0001 if h == 0x8000 else h - 1 if h & 0x8000 else h + 1
-    return h
+    return _f16_directed(x, True)
+
+
+@numba.njit(**_KW)
+def f16_value(h):
+    """The float16 with bits ``h`` as a float32 (exact)."""
+    e = (h >> 10) & 0x1F
+    m = h & 0x3FF
+    if e == 0:
+        v = np.float32(m) * np.float32(2.0 ** -24)
+        return -v if h & 0x8000 else v
+    ex = 255 if e == 31 else e + 112
+    return _bits_f32(np.uint32(((h & 0x8000) << 16) | (ex << 23) | (m << 13)))
 
 
 # ------------------------------------------------------------------ encode
@@ -208,9 +203,14 @@ def encode_rows(x, out, bits, mode, seed):
     u = np.empty(d, dtype=np.float32)     # the addend: 0.5, 0 or the uniform draws
     if mode != STOCHASTIC:
         u[:] = np.float32(0.5) if mode == LINEAR else np.float32(0.0)
-    half = (d + 1) // 2
-    pairs = np.uint64(half)
-    base = np.uint64(seed)
+    half = (d + 1) // 2                   # 64-bit draws per row (two uniforms each)
+    ndraw = -(-half // _LANES) * _LANES
+    draws = np.empty(ndraw, dtype=np.uint64)
+    sa = np.empty(_LANES, dtype=np.uint64)  # xorshift128+ states, one per lane
+    sb = np.empty(_LANES, dtype=np.uint64)
+    for k in range(_LANES):
+        sa[k] = _mix(np.uint64(seed) + np.uint64(2 * k))
+        sb[k] = _mix(np.uint64(seed) + np.uint64(2 * k + 1))
     mask24 = np.uint64(0xFFFFFF)
     for i in range(n):
         xi = x[i]
@@ -226,14 +226,20 @@ def encode_rows(x, out, bits, mode, seed):
             oi[1] = np.uint8(h_lo >> 8)
             oi[2] = np.uint8(h_sc & 0xFF)
             oi[3] = np.uint8(h_sc >> 8)
-            row = base + np.uint64(i) * pairs
+            for c in range(0, ndraw, _LANES):  # _LANES independent streams in step
+                for k in range(_LANES):
+                    x1 = sa[k]
+                    x0 = sb[k]
+                    draws[c + k] = x1 + x0
+                    sa[k] = x0
+                    x1 ^= x1 << np.uint64(23)
+                    sb[k] = x1 ^ x0 ^ (x1 >> np.uint64(18)) ^ (x0 >> np.uint64(5))
             for t in range(d - half):     # one draw feeds elements t and t + half
-                z = _mix(row + np.uint64(t))
+                z = draws[t]
                 u[t] = np.float32(np.int32(z >> np.uint64(40))) * _U24
                 u[t + half] = np.float32(np.int32((z >> np.uint64(16)) & mask24)) * _U24
             if d & 1:
-                z = _mix(row + np.uint64(half - 1))
-                u[half - 1] = np.float32(np.int32(z >> np.uint64(40))) * _U24
+                u[half - 1] = np.float32(np.int32(draws[half - 1] >> np.uint64(40))) * _U24
         else:
             lo = mn
             span = np.float32(mx - mn)
