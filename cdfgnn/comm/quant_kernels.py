@@ -175,12 +175,28 @@ def _masks(bits):
     return m0, m1, m2
 
 
+@numba.njit(inline="always", **_KW)
+def _gather8(w, s1, s2, s3, m1, m2, top):
+    """8 byte-wide codes of ``b`` bits in ``w`` -> their ``8 b`` packed bits, low code first
+    (shift-or in three halvings; ``s1, s2, s3 = 8 - b, 16 - 2b, 32 - 4b``)."""
+    w = (w | (w >> s1)) & m1
+    w = (w | (w >> s2)) & m2
+    return (w | (w >> s3)) & top
+
+
+@numba.njit(inline="always", **_KW)
+def _spread8(w, s1, s2, s3, m0, m1, m2):
+    """Inverse of :func:`_gather8`."""
+    w = (w | (w << s3)) & m2
+    w = (w | (w << s2)) & m1
+    return (w | (w << s1)) & m0
+
+
 @numba.njit(**_KW)
 def _scratch(d):
-    """A zeroed uint64 buffer of 2 ceil(d / 4) words (codes, up to 16 bits each) and its
-    uint8 / uint16 / uint32 views."""
-    q64 = np.zeros(2 * ((d + 7) // 8) + 1, dtype=np.uint64)
-    return q64, q64.view(np.uint8), q64.view(np.uint16), q64.view(np.uint32)
+    """A zeroed row of byte-wide codes padded to whole uint64 words, and its uint8 view."""
+    q64 = np.zeros((d + 7) // 8, dtype=np.uint64)
+    return q64, q64.view(np.uint8)
 
 
 @numba.njit(**_KW)
@@ -193,8 +209,7 @@ def encode_rows(x, out, bits, mode, seed):
     meta = 4 if mode == STOCHASTIC else 8
     nbytes = out.shape[1] - meta
     groups = (d + 7) // 8                 # 8 codes per uint64 word (bits < 8)
-    q64, q8, q16, q32 = _scratch(d)       # codes; padding stays 0
-    p64, p8, p16, p32 = _scratch(d)       # packed bytes (bits < 8)
+    q64, q8 = _scratch(d)                 # codes (bits < 8); padding stays 0
     m0, m1, m2 = _masks(bits if bits < 8 else 1)
     s1 = np.uint64(8 - bits)
     s2 = np.uint64(16 - 2 * bits)
@@ -247,29 +262,37 @@ def encode_rows(x, out, bits, mode, seed):
             s = np.float32(inv * np.float32(levels if mode == LINEAR else levels + 1))
             _put_u32(oi, 0, _f32_bits(mn))
             _put_u32(oi, 4, _f32_bits(mx))
-        # quantise ((h - lo) >= 0: truncation is floor), then pack
+        # quantise ((h - lo) >= 0: truncation is floor) and pack into the wire row
         if bits == 16:
             for j in range(d):
-                q16[j] = np.uint16(min(np.int32((xi[j] - lo) * s + u[j]), levels))
-            oi[meta:] = q8[:nbytes]
+                q = min(np.int32((xi[j] - lo) * s + u[j]), levels)
+                oi[meta + 2 * j] = np.uint8(q & 0xFF)
+                oi[meta + 2 * j + 1] = np.uint8(q >> 8)
+            continue
+        if bits == 8:
+            for j in range(d):
+                oi[meta + j] = np.uint8(min(np.int32((xi[j] - lo) * s + u[j]), levels))
             continue
         for j in range(d):
             q8[j] = np.uint8(min(np.int32((xi[j] - lo) * s + u[j]), levels))
-        if bits == 8:
-            oi[meta:] = q8[:nbytes]
-            continue
-        for g in range(groups):           # 8 codes -> bits bytes, low code first
-            w = q64[g]
-            w = (w | (w >> s1)) & m1
-            w = (w | (w >> s2)) & m2
-            w = (w | (w >> s3)) & top
-            if bits == 1:
-                p8[g] = np.uint8(w)
-            elif bits == 2:
-                p16[g] = np.uint16(w)
-            else:
-                p32[g] = np.uint32(w)
-        oi[meta:] = p8[:nbytes]
+        # 8 codes -> ``bits`` bytes, low code first (the last group may hold fewer bytes)
+        nfull = nbytes // bits
+        if bits == 1:
+            for g in range(nfull):
+                oi[meta + g] = np.uint8(_gather8(q64[g], s1, s2, s3, m1, m2, top))
+        elif bits == 2:
+            for g in range(nfull):
+                w = _gather8(q64[g], s1, s2, s3, m1, m2, top)
+                oi[meta + 2 * g] = np.uint8(w & np.uint64(0xFF))
+                oi[meta + 2 * g + 1] = np.uint8(w >> np.uint64(8))
+        else:
+            for g in range(nfull):
+                w = _gather8(q64[g], s1, s2, s3, m1, m2, top)
+                _put_u32(oi, meta + 4 * g, np.uint32(w))
+        if nfull < groups:
+            w = _gather8(q64[nfull], s1, s2, s3, m1, m2, top)
+            for k in range(nbytes - nfull * bits):
+                oi[meta + nfull * bits + k] = np.uint8((w >> np.uint64(8 * k)) & np.uint64(0xFF))
 
 
 # ------------------------------------------------------------------ decode
@@ -281,8 +304,7 @@ def decode_rows(wire, bits, mode, out):
     nbytes = wire.shape[1] - meta
     levels = (1 << bits) - 1
     groups = (d + 7) // 8
-    q64, q8, q16, q32 = _scratch(d)
-    p64, p8, p16, p32 = _scratch(d)
+    q64, q8 = _scratch(d)
     m0, m1, m2 = _masks(bits if bits < 8 else 1)
     s1 = np.uint64(8 - bits)
     s2 = np.uint64(16 - 2 * bits)
@@ -304,24 +326,29 @@ def decode_rows(wire, bits, mode, out):
                 oi[:] = lo
                 continue
         if bits == 16:
-            q8[:nbytes] = wi[meta:]
             for j in range(d):
-                oi[j] = (np.float32(q16[j]) + off) * step + lo
+                q = np.int32(wi[meta + 2 * j]) | (np.int32(wi[meta + 2 * j + 1]) << 8)
+                oi[j] = (np.float32(q) + off) * step + lo
             continue
         if bits == 8:
-            q8[:nbytes] = wi[meta:]
+            for j in range(d):
+                oi[j] = (np.float32(wi[meta + j]) + off) * step + lo
+            continue
+        nfull = nbytes // bits            # ``bits`` bytes -> 8 byte-wide codes
+        if bits == 1:
+            for g in range(nfull):
+                q64[g] = _spread8(np.uint64(wi[meta + g]), s1, s2, s3, m0, m1, m2)
+        elif bits == 2:
+            for g in range(nfull):
+                w = np.uint64(wi[meta + 2 * g]) | (np.uint64(wi[meta + 2 * g + 1]) << np.uint64(8))
+                q64[g] = _spread8(w, s1, s2, s3, m0, m1, m2)
         else:
-            p8[:nbytes] = wi[meta:]
-            for g in range(groups):       # bits bytes -> 8 byte-wide codes
-                if bits == 1:
-                    w = np.uint64(p8[g])
-                elif bits == 2:
-                    w = np.uint64(p16[g])
-                else:
-                    w = np.uint64(p32[g])
-                w = (w | (w << s3)) & m2
-                w = (w | (w << s2)) & m1
-                w = (w | (w << s1)) & m0
-                q64[g] = w
+            for g in range(nfull):
+                q64[g] = _spread8(np.uint64(_get_u32(wi, meta + 4 * g)), s1, s2, s3, m0, m1, m2)
+        if nfull < groups:
+            w = np.uint64(0)
+            for k in range(nbytes - nfull * bits):
+                w |= np.uint64(wi[meta + nfull * bits + k]) << np.uint64(8 * k)
+            q64[nfull] = _spread8(w, s1, s2, s3, m0, m1, m2)
         for j in range(d):
             oi[j] = (np.float32(q8[j]) + off) * step + lo
