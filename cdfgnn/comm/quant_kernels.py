@@ -200,6 +200,30 @@ def _scratch(d):
 
 
 @numba.njit(**_KW)
+def _uniforms(sa, sb, draws, u):
+    """Fill ``u`` [d] with uniforms on [0, 1) of 24 random bits: step the ``_LANES``
+    xorshift128+ streams (states ``sa``, ``sb``) into ``draws``; draw ``t`` gives the
+    uniform of element ``t`` (bits 40-63) and of element ``t + ceil(d / 2)`` (bits 16-39)."""
+    d = u.shape[0]
+    half = (d + 1) // 2
+    for c in range(0, draws.shape[0], _LANES):
+        for k in range(_LANES):
+            x1 = sa[k]
+            x0 = sb[k]
+            draws[c + k] = x1 + x0
+            sa[k] = x0
+            x1 ^= x1 << np.uint64(23)
+            sb[k] = x1 ^ x0 ^ (x1 >> np.uint64(18)) ^ (x0 >> np.uint64(5))
+    mask24 = np.uint64(0xFFFFFF)
+    for t in range(d - half):
+        z = draws[t]
+        u[t] = np.float32(np.int32(z >> np.uint64(40))) * _U24
+        u[t + half] = np.float32(np.int32((z >> np.uint64(16)) & mask24)) * _U24
+    if d & 1:
+        u[half - 1] = np.float32(np.int32(draws[half - 1] >> np.uint64(40))) * _U24
+
+
+@numba.njit(**_KW)
 def encode_rows(x, out, bits, mode, seed):
     """x float32 [n, d >= 1] (C-contiguous); out uint8 [n, meta + ceil(bits d / 8)],
     filled with the wire rows. ``mode``: LINEAR, MIDRISE or STOCHASTIC; ``seed``: the
@@ -226,7 +250,6 @@ def encode_rows(x, out, bits, mode, seed):
     for k in range(_LANES):
         sa[k] = _mix(np.uint64(seed) + np.uint64(2 * k))
         sb[k] = _mix(np.uint64(seed) + np.uint64(2 * k + 1))
-    mask24 = np.uint64(0xFFFFFF)
     for i in range(n):
         xi = x[i]
         oi = out[i]
@@ -241,20 +264,7 @@ def encode_rows(x, out, bits, mode, seed):
             oi[1] = np.uint8(h_lo >> 8)
             oi[2] = np.uint8(h_sc & 0xFF)
             oi[3] = np.uint8(h_sc >> 8)
-            for c in range(0, ndraw, _LANES):  # _LANES independent streams in step
-                for k in range(_LANES):
-                    x1 = sa[k]
-                    x0 = sb[k]
-                    draws[c + k] = x1 + x0
-                    sa[k] = x0
-                    x1 ^= x1 << np.uint64(23)
-                    sb[k] = x1 ^ x0 ^ (x1 >> np.uint64(18)) ^ (x0 >> np.uint64(5))
-            for t in range(d - half):     # one draw feeds elements t and t + half
-                z = draws[t]
-                u[t] = np.float32(np.int32(z >> np.uint64(40))) * _U24
-                u[t + half] = np.float32(np.int32((z >> np.uint64(16)) & mask24)) * _U24
-            if d & 1:
-                u[half - 1] = np.float32(np.int32(draws[half - 1] >> np.uint64(40))) * _U24
+            _uniforms(sa, sb, draws, u)
         else:
             lo = mn
             span = np.float32(mx - mn)
