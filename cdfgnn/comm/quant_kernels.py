@@ -4,7 +4,8 @@ Both codec families share one wire row: metadata bytes, then the ``B``-bit codes
 low bits first (element ``j`` in byte ``j B / 8`` at bit ``(j B) mod 8``).
 
 ``encode_rows`` does, per row and while the row is in L1: the minimum and maximum, the
-metadata (written into the wire row), then quantise + pack, 32 bits at a time:
+metadata (written into the wire row), then quantise and pack straight into the wire row
+(codes narrower than a byte: 8 at a time, gathered from one uint64 by shift-or):
 
 * ``mode`` 0, ``linear-B`` (CDFGNN): metadata ``min, max`` as float32;
   ``q = min(floor((h - min) * (inv * (2^B - 1)) + 0.5), 2^B - 1)`` with
@@ -13,10 +14,11 @@ metadata (written into the wire row), then quantise + pack, 32 bits at a time:
 * ``mode`` 2, ``stochastic-b`` (Sylvie eqs. 3-5): metadata float16 ``lo`` (the largest
   float16 <= min) and ``scale`` (the smallest float16 >= (max - lo) / (2^b - 1));
   ``q = min(floor((h - lo) * inv + u), 2^b - 1)``, ``inv = 1 / scale`` (0 if 0) and
-  ``u`` uniform on [0, 1) with 24 random bits: one splitmix64 of the counter
-  ``seed + row * ceil(d / 2) + t`` gives ``u`` of element ``t`` (bits 40-63) and of
-  element ``t + ceil(d / 2)`` (bits 16-39), so the result depends only on the seed, not
-  on the order of work.
+  ``u`` uniform on [0, 1) with 24 random bits: ``_LANES`` xorshift128+ streams, seeded
+  once per call by splitmix64 of ``seed + k``, are stepped together (LLVM vectorises the
+  step); each 64-bit draw gives the uniform of element ``t`` (bits 40-63) and of element
+  ``t + ceil(d / 2)`` (bits 16-39). Rows are drawn in order, so the result depends only
+  on the seed.
 
 Every float operation is the one of the torch reference in ``codecs.py`` in the same
 order, in float32 (no FMA contraction), so the linear kernels equal the reference bit
@@ -28,8 +30,6 @@ ranks run them concurrently) and run on the calling thread only (no numba
 parallelism). Imported lazily by :mod:`cdfgnn.comm.codecs`.
 """
 from __future__ import annotations
-
-import math
 
 import numba
 import numpy as np
@@ -166,27 +166,31 @@ def _get_u32(o, at):
 
 
 @numba.njit(inline="always", **_KW)
-def _masks(bits):
-    """Masks of the shift-or (un)packing of 8 byte-wide codes of ``bits`` < 8 bits."""
-    c = np.uint64((1 << bits) - 1)
-    m0 = c * np.uint64(0x0101010101010101)
-    m1 = np.uint64((1 << (2 * bits)) - 1) * np.uint64(0x0001000100010001)
-    m2 = np.uint64((1 << (4 * bits)) - 1) * np.uint64(0x0000000100000001)
-    return m0, m1, m2
+def _pack_consts(bits):
+    """Shifts and masks of the shift-or (un)packing of 8 byte-wide codes of ``bits`` < 8
+    bits held in one uint64 (dummies for 8 and 16 bits, which need none)."""
+    b = bits if bits < 8 else 1
+    return (np.uint64(8 - b), np.uint64(16 - 2 * b), np.uint64(32 - 4 * b),
+            np.uint64((1 << b) - 1) * np.uint64(0x0101010101010101),
+            np.uint64((1 << (2 * b)) - 1) * np.uint64(0x0001000100010001),
+            np.uint64((1 << (4 * b)) - 1) * np.uint64(0x0000000100000001),
+            np.uint64((1 << (8 * b)) - 1))
 
 
 @numba.njit(inline="always", **_KW)
-def _gather8(w, s1, s2, s3, m1, m2, top):
-    """8 byte-wide codes of ``b`` bits in ``w`` -> their ``8 b`` packed bits, low code first
-    (shift-or in three halvings; ``s1, s2, s3 = 8 - b, 16 - 2b, 32 - 4b``)."""
+def _gather8(w, pk):
+    """8 byte-wide codes of ``b`` bits in ``w`` -> their ``8 b`` packed bits, low code
+    first: shift-or in three halvings (``pk`` from :func:`_pack_consts`)."""
+    s1, s2, s3, m0, m1, m2, top = pk
     w = (w | (w >> s1)) & m1
     w = (w | (w >> s2)) & m2
     return (w | (w >> s3)) & top
 
 
 @numba.njit(inline="always", **_KW)
-def _spread8(w, s1, s2, s3, m0, m1, m2):
+def _spread8(w, pk):
     """Inverse of :func:`_gather8`."""
+    s1, s2, s3, m0, m1, m2, top = pk
     w = (w | (w << s3)) & m2
     w = (w | (w << s2)) & m1
     return (w | (w << s1)) & m0
@@ -234,11 +238,7 @@ def encode_rows(x, out, bits, mode, seed):
     nbytes = out.shape[1] - meta
     groups = (d + 7) // 8                 # 8 codes per uint64 word (bits < 8)
     q64, q8 = _scratch(d)                 # codes (bits < 8); padding stays 0
-    m0, m1, m2 = _masks(bits if bits < 8 else 1)
-    s1 = np.uint64(8 - bits)
-    s2 = np.uint64(16 - 2 * bits)
-    s3 = np.uint64(32 - 4 * bits)
-    top = np.uint64((1 << (8 * bits)) - 1) if bits < 8 else np.uint64(0)
+    pk = _pack_consts(bits)
     u = np.empty(d, dtype=np.float32)     # the addend: 0.5, 0 or the uniform draws
     if mode != STOCHASTIC:
         u[:] = np.float32(0.5) if mode == LINEAR else np.float32(0.0)
@@ -289,18 +289,18 @@ def encode_rows(x, out, bits, mode, seed):
         nfull = nbytes // bits
         if bits == 1:
             for g in range(nfull):
-                oi[meta + g] = np.uint8(_gather8(q64[g], s1, s2, s3, m1, m2, top))
+                oi[meta + g] = np.uint8(_gather8(q64[g], pk))
         elif bits == 2:
             for g in range(nfull):
-                w = _gather8(q64[g], s1, s2, s3, m1, m2, top)
+                w = _gather8(q64[g], pk)
                 oi[meta + 2 * g] = np.uint8(w & np.uint64(0xFF))
                 oi[meta + 2 * g + 1] = np.uint8(w >> np.uint64(8))
         else:
             for g in range(nfull):
-                w = _gather8(q64[g], s1, s2, s3, m1, m2, top)
+                w = _gather8(q64[g], pk)
                 _put_u32(oi, meta + 4 * g, np.uint32(w))
         if nfull < groups:
-            w = _gather8(q64[nfull], s1, s2, s3, m1, m2, top)
+            w = _gather8(q64[nfull], pk)
             for k in range(nbytes - nfull * bits):
                 oi[meta + nfull * bits + k] = np.uint8((w >> np.uint64(8 * k)) & np.uint64(0xFF))
 
@@ -315,10 +315,7 @@ def decode_rows(wire, bits, mode, out):
     levels = (1 << bits) - 1
     groups = (d + 7) // 8
     q64, q8 = _scratch(d)
-    m0, m1, m2 = _masks(bits if bits < 8 else 1)
-    s1 = np.uint64(8 - bits)
-    s2 = np.uint64(16 - 2 * bits)
-    s3 = np.uint64(32 - 4 * bits)
+    pk = _pack_consts(bits)
     for i in range(n):
         wi = wire[i]
         oi = out[i]
@@ -347,18 +344,18 @@ def decode_rows(wire, bits, mode, out):
         nfull = nbytes // bits            # ``bits`` bytes -> 8 byte-wide codes
         if bits == 1:
             for g in range(nfull):
-                q64[g] = _spread8(np.uint64(wi[meta + g]), s1, s2, s3, m0, m1, m2)
+                q64[g] = _spread8(np.uint64(wi[meta + g]), pk)
         elif bits == 2:
             for g in range(nfull):
                 w = np.uint64(wi[meta + 2 * g]) | (np.uint64(wi[meta + 2 * g + 1]) << np.uint64(8))
-                q64[g] = _spread8(w, s1, s2, s3, m0, m1, m2)
+                q64[g] = _spread8(w, pk)
         else:
             for g in range(nfull):
-                q64[g] = _spread8(np.uint64(_get_u32(wi, meta + 4 * g)), s1, s2, s3, m0, m1, m2)
+                q64[g] = _spread8(np.uint64(_get_u32(wi, meta + 4 * g)), pk)
         if nfull < groups:
             w = np.uint64(0)
             for k in range(nbytes - nfull * bits):
                 w |= np.uint64(wi[meta + nfull * bits + k]) << np.uint64(8 * k)
-            q64[nfull] = _spread8(w, s1, s2, s3, m0, m1, m2)
+            q64[nfull] = _spread8(w, pk)
         for j in range(d):
             oi[j] = (np.float32(q8[j]) + off) * step + lo
