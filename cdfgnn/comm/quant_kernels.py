@@ -203,28 +203,34 @@ def _scratch(d):
     return q64, q64.view(np.uint8)
 
 
-@numba.njit(**_KW)
-def _uniforms(sa, sb, draws, u):
-    """Fill ``u`` [d] with uniforms on [0, 1) of 24 random bits: step the ``_LANES``
-    xorshift128+ streams (states ``sa``, ``sb``) into ``draws``; draw ``t`` gives the
-    uniform of element ``t`` (bits 40-63) and of element ``t + ceil(d / 2)`` (bits 16-39)."""
+@numba.njit(inline="always", **_KW)
+def _uniforms(xs, u):
+    """Fill ``u`` [d] with uniforms on [0, 1) of 24 random bits from ``_LANES``
+    xorshift128+ streams. ``xs`` holds the streams' state sequences, lane ``k`` at step
+    ``c`` in ``xs[c * _LANES + k]``: steps 0 and 1 on entry (the two state words), the
+    recurrence ``x[c + 2] = f(x[c], x[c + 1])`` fills the rest (a single array with a
+    fixed dependence distance, so LLVM vectorises it), draw ``t`` is
+    ``xs[t] + xs[t + _LANES]`` (xorshift128+'s output), and the last two steps move to
+    the front for the next call. Draw ``t`` gives the uniform of element ``t`` (bits
+    40-63) and of element ``t + ceil(d / 2)`` (bits 16-39)."""
     d = u.shape[0]
     half = (d + 1) // 2
-    for c in range(0, draws.shape[0], _LANES):
-        for k in range(_LANES):
-            x1 = sa[k]
-            x0 = sb[k]
-            draws[c + k] = x1 + x0
-            sa[k] = x0
-            x1 ^= x1 << np.uint64(23)
-            sb[k] = x1 ^ x0 ^ (x1 >> np.uint64(18)) ^ (x0 >> np.uint64(5))
+    end = xs.shape[0]
+    for m in range(end - 2 * _LANES):
+        a = xs[m]
+        b = xs[m + _LANES]
+        a ^= a << np.uint64(23)
+        xs[m + 2 * _LANES] = a ^ b ^ (a >> np.uint64(18)) ^ (b >> np.uint64(5))
     mask24 = np.uint64(0xFFFFFF)
     for t in range(d - half):
-        z = draws[t]
+        z = xs[t] + xs[t + _LANES]
         u[t] = np.float32(np.int32(z >> np.uint64(40))) * _U24
         u[t + half] = np.float32(np.int32((z >> np.uint64(16)) & mask24)) * _U24
     if d & 1:
-        u[half - 1] = np.float32(np.int32(draws[half - 1] >> np.uint64(40))) * _U24
+        z = xs[half - 1] + xs[half - 1 + _LANES]
+        u[half - 1] = np.float32(np.int32(z >> np.uint64(40))) * _U24
+    for m in range(2 * _LANES):
+        xs[m] = xs[end - 2 * _LANES + m]
 
 
 @numba.njit(**_KW)
@@ -244,12 +250,9 @@ def encode_rows(x, out, bits, mode, seed):
         u[:] = np.float32(0.5) if mode == LINEAR else np.float32(0.0)
     half = (d + 1) // 2                   # 64-bit draws per row (two uniforms each)
     ndraw = -(-half // _LANES) * _LANES
-    draws = np.empty(ndraw, dtype=np.uint64)
-    sa = np.empty(_LANES, dtype=np.uint64)  # xorshift128+ states, one per lane
-    sb = np.empty(_LANES, dtype=np.uint64)
-    for k in range(_LANES):
-        sa[k] = _mix(np.uint64(seed) + np.uint64(2 * k))
-        sb[k] = _mix(np.uint64(seed) + np.uint64(2 * k + 1))
+    xs = np.empty(ndraw + 2 * _LANES, dtype=np.uint64)  # xorshift128+ lane states
+    for k in range(2 * _LANES):
+        xs[k] = _mix(np.uint64(seed) + np.uint64(k))
     for i in range(n):
         xi = x[i]
         oi = out[i]
@@ -264,7 +267,7 @@ def encode_rows(x, out, bits, mode, seed):
             oi[1] = np.uint8(h_lo >> 8)
             oi[2] = np.uint8(h_sc & 0xFF)
             oi[3] = np.uint8(h_sc >> 8)
-            _uniforms(sa, sb, draws, u)
+            _uniforms(xs, u)
         else:
             lo = mn
             span = np.float32(mx - mn)
