@@ -220,3 +220,27 @@ def test_float16_metadata_rounding_matches_torch_everywhere():
     got_up = np.array([f16_up(np.float32(v)) for v in vals], dtype=np.uint16)
     assert np.array_equal(got_down, down)
     assert np.array_equal(got_up, up)
+
+
+def test_stochastic_kernel_noise_is_uniform_and_uncorrelated():
+    """1-bit codes of 0.3 on [0, 1] rows: Bernoulli(0.3) everywhere, with no correlation
+    between neighbouring elements, the two elements sharing a 64-bit draw (t and
+    t + ceil(d/2)), neighbouring rows or two calls."""
+    n, d = 4096, 66
+    x = torch.full((n, d), 0.3)
+    x[:, 0], x[:, 1] = 0.0, 1.0                   # min 0, max 1: scale 1
+    codec = get_codec("stochastic-1")
+    g = torch.Generator().manual_seed(5)
+    q = [codec.decode(codec.encode(x, g), n, d)[:, 2:] for _ in range(2)]
+    assert bool(((q[0] == 0) | (q[0] == 1)).all())
+    a = q[0]
+    assert abs(float(a.mean()) - 0.3) < 0.005          # 270k draws: sd 0.0009
+    assert float((a.mean(0) - 0.3).abs().max()) < 0.04  # per column: 4096 draws, sd 0.007
+
+    def corr(u, v):
+        u, v = u.reshape(-1) - u.mean(), v.reshape(-1) - v.mean()
+        return float((u * v).mean() / (u.std() * v.std()))
+    off = (d + 1) // 2                                 # elements t and t + ceil(d/2)
+    for u, v in [(a[:, :-1], a[:, 1:]), (a[:, :a.shape[1] - off], a[:, off:]),
+                 (a[:-1], a[1:]), (q[0], q[1])]:
+        assert abs(corr(u, v)) < 0.02                  # sd of a null correlation ~0.002
