@@ -42,12 +42,15 @@ from contextlib import nullcontext
 
 import math
 import re
+
+import numpy as np
 import torch
 
 from cdfgnn.errors import CdfgnnError
 
 LINEAR_BITS = (2, 4, 8, 16)
 STOCHASTIC_BITS = (1, 2, 4, 8, 16, 32)
+_NP_DTYPE = {torch.float32: np.float32, torch.float16: np.float16, torch.uint8: np.uint8}
 CODEC_HELP = ("none | fp32 | fp16 | linear-B (B in 2,4,8,16) | linear-B-midrise | "
               "stochastic-b (b in 1,2,4,8,16,32)")
 
@@ -75,14 +78,26 @@ class Codec:
         return f"Codec({self.spec})"
 
 
+def fresh(shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """An uninitialised CPU tensor from numpy's allocator, which advises transparent huge
+    pages for large buffers (where the kernel allows them): filling a fresh 32 MiB
+    buffer then takes a few page faults instead of one per 4 KiB. An ordinary tensor
+    otherwise (it only cannot be resized in place)."""
+    return torch.from_numpy(np.empty(tuple(shape), dtype=_NP_DTYPE[dtype]))
+
+
 class Half(Codec):
     spec, bits, exact = "fp16", 16, False
 
     def encode(self, rows, generator=None):
-        return rows.to(torch.float16)
+        if rows.device.type != "cpu":
+            return rows.to(torch.float16)
+        return fresh(rows.shape, torch.float16).copy_(rows)  # copy_ casts (and is differentiable)
 
     def decode(self, wire, n, d):
-        return wire.to(torch.float32)
+        if wire.device.type != "cpu":
+            return wire.to(torch.float32)
+        return fresh(wire.shape).copy_(wire)
 
     def wire_bytes(self, n, d):
         return 2 * n * d
@@ -139,18 +154,16 @@ class _RowQuantizer(Codec, ABC):
         return wire.reshape(-1)
 
     def decode(self, wire, n, d):
-        """:func:`cdfgnn.comm.quant_kernels.decode_rows` into one fresh float32 array
-        (numpy's allocator: large outputs get transparent huge pages, so the first
-        write does not page-fault every 4 KiB)."""
-        import numpy as np
+        """:func:`cdfgnn.comm.quant_kernels.decode_rows` into one :func:`fresh` float32
+        tensor."""
         from cdfgnn.comm.quant_kernels import decode_rows
         if d == 0:
             return self.reference_decode(wire, n, d)
         buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
-        out = np.empty((n, d), dtype=np.float32)
+        out = fresh((n, d))
         if n:
-            decode_rows(buf.numpy(), self.bits, self._mode, out)
-        return torch.from_numpy(out)
+            decode_rows(buf.numpy(), self.bits, self._mode, out.numpy())
+        return out
 
     # ---- the vectorised torch reference of the same wire format (tests compare with it)
     def reference_encode(self, rows, generator=None):
