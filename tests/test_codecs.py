@@ -244,3 +244,10 @@ def test_stochastic_kernel_noise_is_uniform_and_uncorrelated():
     for u, v in [(a[:, :-1], a[:, 1:]), (a[:, :a.shape[1] - off], a[:, off:]),
                  (a[:-1], a[1:]), (q[0], q[1])]:
         assert abs(corr(u, v)) < 0.02                  # sd of a null correlation ~0.002
+
+
+def test_codec_kernel_modes_match_the_kernels():
+    from cdfgnn.comm import quant_kernels as K
+    assert get_codec("linear-4")._mode == K.LINEAR
+    assert get_codec("linear-4-midrise")._mode == K.MIDRISE
+    assert get_codec("stochastic-2")._mode == K.STOCHASTIC

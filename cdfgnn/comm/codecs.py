@@ -50,6 +50,7 @@ from cdfgnn.errors import CdfgnnError
 
 LINEAR_BITS = (2, 4, 8, 16)
 STOCHASTIC_BITS = (1, 2, 4, 8, 16, 32)
+_STOCHASTIC_MODE = 2  # quant_kernels.STOCHASTIC (LINEAR 0, MIDRISE 1); numba loads lazily
 _NP_DTYPE = {torch.float32: np.float32, torch.float16: np.float16, torch.uint8: np.uint8}
 CODEC_HELP = ("none | fp32 | fp16 | linear-B (B in 2,4,8,16) | linear-B-midrise | "
               "stochastic-b (b in 1,2,4,8,16,32)")
@@ -130,13 +131,15 @@ class _RowQuantizer(Codec, ABC):
     @abstractmethod
     def _dequantize(self, codes, meta): ...
 
-    #: kernel mode of :mod:`cdfgnn.comm.quant_kernels` (LINEAR, MIDRISE, STOCHASTIC)
+    #: kernel mode of :mod:`cdfgnn.comm.quant_kernels` (its LINEAR, MIDRISE, STOCHASTIC)
     _mode: int = 0
 
     def encode(self, rows, generator=None):
         """One fused numba pass per row (:func:`cdfgnn.comm.quant_kernels.encode_rows`):
         min/max, metadata, quantise, pack; the same wire bytes as :meth:`reference_encode`
         (bit for bit for the linear codecs, in distribution for the stochastic ones)."""
+        if rows.device.type != "cpu":  # the kernels run on the host; the torch path anywhere
+            return self.reference_encode(rows, generator)
         rows = rows.detach()
         if rows.dtype != torch.float32:
             rows = rows.to(torch.float32)
@@ -148,7 +151,8 @@ class _RowQuantizer(Codec, ABC):
         from cdfgnn.comm.quant_kernels import encode_rows
         wire = torch.empty((n, self.meta_bytes + self.row_bytes(d)), dtype=torch.uint8)
         # the stochastic codecs draw one 62-bit counter base per call from the generator
-        seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator)) if self._mode == 2 else 0
+        stochastic = self._mode == _STOCHASTIC_MODE
+        seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator)) if stochastic else 0
         if n:
             encode_rows(rows.numpy(), wire.numpy(), self.bits, self._mode, seed)
         return wire.reshape(-1)
@@ -157,7 +161,7 @@ class _RowQuantizer(Codec, ABC):
         """:func:`cdfgnn.comm.quant_kernels.decode_rows` into one :func:`fresh` float32
         tensor."""
         from cdfgnn.comm.quant_kernels import decode_rows
-        if d == 0:
+        if d == 0 or wire.device.type != "cpu":
             return self.reference_decode(wire, n, d)
         buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
         out = fresh((n, d))
@@ -213,12 +217,11 @@ class Stochastic(_RowQuantizer):
     """Sylvie's unbiased stochastic quantiser with float16 min and scale."""
 
     meta_dtype = torch.float16
+    _mode = _STOCHASTIC_MODE
 
     def __init__(self, bits: int):
         super().__init__(bits)
         self.spec = f"stochastic-{bits}"
-
-    _mode = 2
 
     def _meta(self, rows):
         """Per-row float16 min (rounded down) and scale (rounded up), and 1/scale (0 if 0)."""
