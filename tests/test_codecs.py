@@ -140,3 +140,114 @@ def test_stochastic_kernels_match_the_torch_reference(bits, n, d):
     assert torch.equal(wire, codec.encode(x, torch.Generator().manual_seed(7)))
     if n * d > 32:
         assert not torch.equal(wire, codec.encode(x, torch.Generator().manual_seed(8)))
+
+
+_LINEAR_SPECS = [f"linear-{b}" for b in (2, 4, 8, 16)] + [f"linear-{b}-midrise" for b in (2, 4, 8, 16)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows_strategy(), st.sampled_from(_LINEAR_SPECS))
+def test_linear_kernels_equal_the_torch_reference_bit_for_bit(args, spec):
+    """The fused numba kernels write exactly the reference's wire bytes and decode to
+    exactly the reference's floats (same float32 operations in the same order)."""
+    n, d, seed, scale = args
+    x = _rows(n, d, seed, scale)
+    codec = get_codec(spec)
+    wire = codec.encode(x)
+    assert torch.equal(wire, codec.reference_encode(x))
+    y = codec.decode(wire, n, d)
+    assert y.dtype == torch.float32 and y.shape == (n, d)
+    assert torch.equal(y, codec.reference_decode(wire, n, d))
+
+
+@pytest.mark.parametrize("spec", ["linear-8", "stochastic-1", "stochastic-4"])
+def test_kernels_take_any_layout_and_dtype(spec):
+    """Non-contiguous, float64 and grad-carrying inputs encode like their float32 copy;
+    a wire that is a view decodes like its copy; zero rows give an empty wire."""
+    codec = get_codec(spec)
+    x = torch.randn(20, 30, dtype=torch.float64, requires_grad=True)
+    xt = x.detach().float().t().contiguous().t()  # non-contiguous float32
+    for inp in (x, xt, x.detach().t().t()):
+        g = torch.Generator().manual_seed(3)
+        assert torch.equal(codec.encode(inp, g),
+                           codec.encode(x.detach().float().contiguous(),
+                                        torch.Generator().manual_seed(3)))
+    wire = codec.encode(xt, torch.Generator().manual_seed(3))
+    padded = torch.cat([torch.zeros(5, dtype=torch.uint8), wire])[5:]
+    assert torch.equal(codec.decode(padded, 20, 30), codec.decode(wire.clone(), 20, 30))
+    assert codec.encode(torch.zeros(0, 30)).numel() == 0
+    assert codec.decode(codec.encode(torch.zeros(0, 30)), 0, 30).shape == (0, 30)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8])
+def test_stochastic_kernel_codes_follow_the_reference_distribution(bits):
+    """Same input, many seeds: the numba codes and the torch reference's codes take the
+    same two values per element with the same probabilities (within sampling error)."""
+    codec = get_codec(f"stochastic-{bits}")
+    x = _rows(16, 40, 11, 2.0)
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)
+    fast = torch.stack([codec.decode(codec.encode(x, g1), 16, 40) for _ in range(400)])
+    ref = torch.stack([codec.reference_decode(codec.reference_encode(x, g2), 16, 40)
+                       for _ in range(400)])
+    lo = torch.minimum(fast.amin(0), ref.amin(0))
+    hi = torch.maximum(fast.amax(0), ref.amax(0))
+    assert bool(((fast == lo) | (fast == hi)).all()) and bool(((ref == lo) | (ref == hi)).all())
+    p_fast, p_ref = (fast == hi).float().mean(0), (ref == hi).float().mean(0)
+    # two binomial proportions of 400 draws: 5 standard errors of the difference
+    assert bool(((p_fast - p_ref).abs() <= 5 * math.sqrt(2 * 0.25 / 400)).all())
+
+
+def test_float16_metadata_rounding_matches_torch_everywhere():
+    """The kernels' float32 -> float16 directed rounding (min down, scale up) equals the
+    torch reference's over normals, subnormals, zeros, overflow and ties."""
+    from cdfgnn.comm.codecs import _half_down, _half_up
+    from cdfgnn.comm.quant_kernels import f16_down, f16_up
+    rng = np.random.default_rng(0)
+    vals = np.concatenate([
+        rng.standard_normal(3000) * 10.0 ** rng.integers(-9, 6, 3000),
+        np.array([0.0, -0.0, 65504.0, 65519.0, 65520.0, 7e4, -7e4, 2.0 ** -24, 2.0 ** -25,
+                  3 * 2.0 ** -26, -2.0 ** -25, 1e-30, -1e-30, 1.0 + 2.0 ** -11,
+                  1.0 + 3 * 2.0 ** -11, np.inf, -np.inf]),
+        # float16 values and the float32 values right next to them
+        np.frombuffer(np.arange(0, 0x7C00, 7, dtype=np.uint16).tobytes(), np.float16)
+        .astype(np.float32)]).astype(np.float32)
+    vals = np.concatenate([vals, -vals, np.nextafter(vals, np.float32(np.inf)),
+                           np.nextafter(vals, np.float32(-np.inf))]).astype(np.float32)
+    t = torch.from_numpy(vals)
+    down = _half_down(t).view(torch.int16).numpy().astype(np.uint16)
+    up = _half_up(t).view(torch.int16).numpy().astype(np.uint16)
+    got_down = np.array([f16_down(np.float32(v)) for v in vals], dtype=np.uint16)
+    got_up = np.array([f16_up(np.float32(v)) for v in vals], dtype=np.uint16)
+    assert np.array_equal(got_down, down)
+    assert np.array_equal(got_up, up)
+
+
+def test_stochastic_kernel_noise_is_uniform_and_uncorrelated():
+    """1-bit codes of 0.3 on [0, 1] rows: Bernoulli(0.3) everywhere, with no correlation
+    between neighbouring elements, the two elements sharing a 64-bit draw (t and
+    t + ceil(d/2)), neighbouring rows or two calls."""
+    n, d = 4096, 66
+    x = torch.full((n, d), 0.3)
+    x[:, 0], x[:, 1] = 0.0, 1.0                   # min 0, max 1: scale 1
+    codec = get_codec("stochastic-1")
+    g = torch.Generator().manual_seed(5)
+    q = [codec.decode(codec.encode(x, g), n, d)[:, 2:] for _ in range(2)]
+    assert bool(((q[0] == 0) | (q[0] == 1)).all())
+    a = q[0]
+    assert abs(float(a.mean()) - 0.3) < 0.005          # 270k draws: sd 0.0009
+    assert float((a.mean(0) - 0.3).abs().max()) < 0.04  # per column: 4096 draws, sd 0.007
+
+    def corr(u, v):
+        u, v = u.reshape(-1) - u.mean(), v.reshape(-1) - v.mean()
+        return float((u * v).mean() / (u.std() * v.std()))
+    off = (d + 1) // 2                                 # elements t and t + ceil(d/2)
+    for u, v in [(a[:, :-1], a[:, 1:]), (a[:, :a.shape[1] - off], a[:, off:]),
+                 (a[:-1], a[1:]), (q[0], q[1])]:
+        assert abs(corr(u, v)) < 0.02                  # sd of a null correlation ~0.002
+
+
+def test_codec_kernel_modes_match_the_kernels():
+    from cdfgnn.comm import quant_kernels as K
+    assert get_codec("linear-4")._mode == K.LINEAR
+    assert get_codec("linear-4-midrise")._mode == K.MIDRISE
+    assert get_codec("stochastic-2")._mode == K.STOCHASTIC

@@ -42,12 +42,16 @@ from contextlib import nullcontext
 
 import math
 import re
+
+import numpy as np
 import torch
 
 from cdfgnn.errors import CdfgnnError
 
 LINEAR_BITS = (2, 4, 8, 16)
 STOCHASTIC_BITS = (1, 2, 4, 8, 16, 32)
+_STOCHASTIC_MODE = 2  # quant_kernels.STOCHASTIC (LINEAR 0, MIDRISE 1); numba loads lazily
+_NP_DTYPE = {torch.float32: np.float32, torch.float16: np.float16, torch.uint8: np.uint8}
 CODEC_HELP = ("none | fp32 | fp16 | linear-B (B in 2,4,8,16) | linear-B-midrise | "
               "stochastic-b (b in 1,2,4,8,16,32)")
 
@@ -75,14 +79,26 @@ class Codec:
         return f"Codec({self.spec})"
 
 
+def fresh(shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """An uninitialised CPU tensor from numpy's allocator, which advises transparent huge
+    pages for large buffers (where the kernel allows them): filling a fresh 32 MiB
+    buffer then takes a few page faults instead of one per 4 KiB. An ordinary tensor
+    otherwise (it only cannot be resized in place)."""
+    return torch.from_numpy(np.empty(tuple(shape), dtype=_NP_DTYPE[dtype]))
+
+
 class Half(Codec):
     spec, bits, exact = "fp16", 16, False
 
     def encode(self, rows, generator=None):
-        return rows.to(torch.float16)
+        if rows.device.type != "cpu":
+            return rows.to(torch.float16)
+        return fresh(rows.shape, torch.float16).copy_(rows)  # copy_ casts (and is differentiable)
 
     def decode(self, wire, n, d):
-        return wire.to(torch.float32)
+        if wire.device.type != "cpu":
+            return wire.to(torch.float32)
+        return fresh(wire.shape).copy_(wire)
 
     def wire_bytes(self, n, d):
         return 2 * n * d
@@ -115,7 +131,46 @@ class _RowQuantizer(Codec, ABC):
     @abstractmethod
     def _dequantize(self, codes, meta): ...
 
+    #: kernel mode of :mod:`cdfgnn.comm.quant_kernels` (its LINEAR, MIDRISE, STOCHASTIC)
+    _mode: int = 0
+
     def encode(self, rows, generator=None):
+        """One fused numba pass per row (:func:`cdfgnn.comm.quant_kernels.encode_rows`):
+        min/max, metadata, quantise, pack; the same wire bytes as :meth:`reference_encode`
+        (bit for bit for the linear codecs, in distribution for the stochastic ones)."""
+        if rows.device.type != "cpu":  # the kernels run on the host; the torch path anywhere
+            return self.reference_encode(rows, generator)
+        rows = rows.detach()
+        if rows.dtype != torch.float32:
+            rows = rows.to(torch.float32)
+        if not rows.is_contiguous():
+            rows = rows.contiguous()
+        n, d = rows.shape
+        if d == 0:
+            return self.reference_encode(rows, generator)
+        from cdfgnn.comm.quant_kernels import encode_rows
+        wire = torch.empty((n, self.meta_bytes + self.row_bytes(d)), dtype=torch.uint8)
+        # the stochastic codecs draw one 62-bit counter base per call from the generator
+        stochastic = self._mode == _STOCHASTIC_MODE
+        seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator)) if stochastic else 0
+        if n:
+            encode_rows(rows.numpy(), wire.numpy(), self.bits, self._mode, seed)
+        return wire.reshape(-1)
+
+    def decode(self, wire, n, d):
+        """:func:`cdfgnn.comm.quant_kernels.decode_rows` into one :func:`fresh` float32
+        tensor."""
+        from cdfgnn.comm.quant_kernels import decode_rows
+        if d == 0 or wire.device.type != "cpu":
+            return self.reference_decode(wire, n, d)
+        buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
+        out = fresh((n, d))
+        if n:
+            decode_rows(buf.numpy(), self.bits, self._mode, out.numpy())
+        return out
+
+    # ---- the vectorised torch reference of the same wire format (tests compare with it)
+    def reference_encode(self, rows, generator=None):
         rows = rows.detach().to(torch.float32).contiguous()
         n, d = rows.shape
         codes, meta = self._quantize(rows, generator)
@@ -123,7 +178,7 @@ class _RowQuantizer(Codec, ABC):
         head = meta.to(self.meta_dtype).contiguous().view(torch.uint8).reshape(n, -1)
         return torch.cat([head, packed], dim=1).reshape(-1)
 
-    def decode(self, wire, n, d):
+    def reference_decode(self, wire, n, d):
         buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
         meta = buf[:, : self.meta_bytes].reshape(-1).view(self.meta_dtype).to(torch.float32)
         codes = unpack_bits(buf[:, self.meta_bytes:], self.bits, d)
@@ -136,6 +191,7 @@ class Linear(_RowQuantizer):
     def __init__(self, bits: int, midrise: bool = False):
         super().__init__(bits)
         self.midrise = midrise
+        self._mode = 1 if midrise else 0
         self.spec = f"linear-{bits}" + ("-midrise" if midrise else "")
 
     def _quantize(self, rows, generator):
@@ -161,6 +217,7 @@ class Stochastic(_RowQuantizer):
     """Sylvie's unbiased stochastic quantiser with float16 min and scale."""
 
     meta_dtype = torch.float16
+    _mode = _STOCHASTIC_MODE
 
     def __init__(self, bits: int):
         super().__init__(bits)
@@ -168,41 +225,12 @@ class Stochastic(_RowQuantizer):
 
     def _meta(self, rows):
         """Per-row float16 min (rounded down) and scale (rounded up), and 1/scale (0 if 0)."""
-        if rows.shape[1] and rows.dtype == torch.float32 and rows.is_contiguous():
-            from cdfgnn.comm.quant_kernels import row_min_max
-            lo32, hi32 = torch.empty((rows.shape[0], 1)), torch.empty((rows.shape[0], 1))
-            row_min_max(rows.numpy(), lo32[:, 0].numpy(), hi32[:, 0].numpy())
-        else:
-            lo32, hi32 = torch.aminmax(rows, dim=1, keepdim=True)
+        lo32, hi32 = torch.aminmax(rows, dim=1, keepdim=True)
         lo = _half_down(lo32)
         scale = _half_up((hi32 - lo.to(torch.float32)) / self.levels)
         scale32 = scale.to(torch.float32)
         inv = torch.where(scale32 > 0, 1.0 / scale32, torch.zeros_like(scale32))
         return lo, scale, inv
-
-    def encode(self, rows, generator=None):
-        """One fused pass (numba, :mod:`cdfgnn.comm.quant_kernels`): quantise + pack."""
-        from cdfgnn.comm.quant_kernels import encode_rows
-        rows = rows.detach().to(torch.float32).contiguous()
-        n, d = rows.shape
-        lo, scale, inv = self._meta(rows)
-        m = self.meta_bytes
-        wire = torch.empty((n, m + self.row_bytes(d)), dtype=torch.uint8)
-        wire[:, :m] = torch.cat([lo, scale], dim=1).view(torch.uint8)
-        seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator))
-        encode_rows(rows.numpy(), lo.to(torch.float32)[:, 0].numpy(), inv[:, 0].numpy(),
-                    self.bits, seed, wire.numpy()[:, m:])
-        return wire.reshape(-1)
-
-    def decode(self, wire, n, d):
-        from cdfgnn.comm.quant_kernels import decode_rows
-        buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
-        meta = buf[:, : self.meta_bytes].reshape(-1).view(torch.float16).to(torch.float32)
-        meta = meta.reshape(n, 2)
-        out = torch.empty((n, d), dtype=torch.float32)
-        decode_rows(buf.numpy()[:, self.meta_bytes:], meta[:, 0].contiguous().numpy(),
-                    meta[:, 1].contiguous().numpy(), self.bits, out.numpy())
-        return out
 
     # the vectorised torch reference of the same codec (tests compare the kernels with it)
     def _quantize(self, rows, generator):
@@ -215,12 +243,6 @@ class Stochastic(_RowQuantizer):
     def _dequantize(self, codes, meta):
         lo, scale = meta[:, :1], meta[:, 1:]
         return codes.to(torch.float32).mul_(scale).add_(lo)
-
-    def reference_encode(self, rows, generator=None):
-        return _RowQuantizer.encode(self, rows, generator)
-
-    def reference_decode(self, wire, n, d):
-        return _RowQuantizer.decode(self, wire, n, d)
 
 
 def _half_down(x: torch.Tensor) -> torch.Tensor:
