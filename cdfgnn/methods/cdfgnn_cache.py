@@ -265,32 +265,48 @@ class CdfgnnCache(CdfgnnBaseline):
         decodes them are added to ``pushed``."""
         wires: list[torch.Tensor | None] = []
         width = block.shape[1]
+        gen = seed = None
         for q, n in enumerate(lists.counts.tolist()):
             if not n:
                 wires.append(None)
                 continue
             lo = int(lists.off[q])
-            enc = self.codec.encode(torch.from_numpy(block[lo:lo + n]), self.generator(key))
+            rows = block[lo:lo + n]
+            bitmap = lists.bitmap[lists.boff[q]:lists.boff[q + 1]]
+            if self._lossless:
+                wires.append(torch.from_numpy(np.concatenate([rows.reshape(-1).view(np.uint8),
+                                                              bitmap])))
+                continue
+            if gen is None:
+                gen = self.generator(key)
+                seed = gen.initial_seed()
+            else:   # every peer's encoding starts from the same seeded state
+                gen.manual_seed(seed)
+            enc = self.codec.encode(torch.from_numpy(rows), gen)
             if pushed is not None and self._feedback == K.FEEDBACK_LATER:
                 sent = self.codec.decode(enc, n, width).reshape(n, width)
                 K.add_rows(pushed, lists.sel[lo:lo + n],
                            np.ascontiguousarray(sent.numpy(), dtype=np.float32))
-            bitmap = torch.from_numpy(lists.bitmap[lists.boff[q]:lists.boff[q + 1]])
-            wires.append(torch.cat([enc.contiguous().view(torch.uint8).reshape(-1), bitmap]))
+            wires.append(torch.cat([enc.contiguous().view(torch.uint8).reshape(-1),
+                                    torch.from_numpy(bitmap)]))
         return wires
 
     def _decode(self, wire: torch.Tensor, length: int, width: int):
         """(bitmap as numpy uint8, decoded rows as C-contiguous float32 numpy)."""
         nb = -(-length // 8)
-        bitmap = wire[wire.numel() - nb:].numpy()
-        n = K.popcount(bitmap)
-        payload = wire[:wire.numel() - nb]
+        raw = wire.numpy()
+        bitmap, payload = raw[raw.shape[0] - nb:], raw[:raw.shape[0] - nb]
+        per_row = self.codec.wire_bytes(1, width)
+        n = payload.shape[0] // per_row
+        if n * per_row != payload.shape[0]:
+            raise CdfgnnError(f"method {self.name!r}: a cache message of {payload.shape[0]} "
+                              f"payload bytes is not a whole number of {per_row}-byte rows")
+        if self._lossless:
+            return bitmap, payload.view(np.float32).reshape(n, width)
+        enc = torch.from_numpy(payload)
         if self._wire_dtype != torch.uint8:
-            size = payload.new_empty((), dtype=self._wire_dtype).element_size()
-            if payload.storage_offset() % size:   # a view needs an aligned start
-                payload = payload.clone()
-            payload = payload.view(self._wire_dtype)
-        vals = self.codec.decode(payload, n, width).reshape(n, width)
+            enc = enc.view(self._wire_dtype)
+        vals = self.codec.decode(enc, n, width).reshape(n, width)
         return bitmap, np.ascontiguousarray(vals.numpy(), dtype=np.float32)
 
     def _count(self, key: SyncKey, counts, lists: list[torch.Tensor]) -> None:

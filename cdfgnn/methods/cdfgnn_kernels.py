@@ -85,17 +85,6 @@ def add_rows(dst, rows, vals):
 
 
 @numba.njit(cache=True, nogil=True)
-def popcount(bitmap):
-    n = 0
-    for b in range(bitmap.shape[0]):
-        v = np.int64(bitmap[b])
-        while v:
-            v &= v - 1
-            n += 1
-    return n
-
-
-@numba.njit(cache=True, nogil=True)
 def add_flagged(agg, active, idx, bitmap, vals):
     """Masters (phase 2), one peer's message: ``agg[idx[k]] += vals[c]`` for the c-th
     flagged element k of the list, and mark the row active."""
