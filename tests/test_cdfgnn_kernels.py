@@ -50,18 +50,19 @@ def test_push_changed_equals_torch(eps, mode):
     lists = _Lists(_peer_lists(2, z.shape[0]))
     p_ref = pushed.clone()
     p_new = pushed.clone()
-    out = lists.rows(z.shape[1])
+    out, ooff = lists.block(z.shape[1], lossless=True)   # message layout: row offsets
     K.push_changed(z.numpy(), p_new.numpy(), lists.idx, lists.off, np.float32(eps), mode,
-                   lists.bitmap, lists.boff, out, lists.sel, lists.counts)
+                   lists.bitmap, lists.boff, out, ooff, lists.sel, lists.counts)
     for q, idx in enumerate(lists.lists):
         idx = torch.from_numpy(idx)
         mask = ref.over_threshold(z[idx], pushed[idx], eps)
         rows = idx[mask]
-        lo, n = int(lists.off[q]), int(lists.counts[q])
+        lo, n = int(ooff[q]), int(lists.counts[q])
         assert n == int(mask.sum())
         diff = z[rows] - pushed[rows]
         assert torch.equal(torch.from_numpy(out[lo:lo + n]), diff)
-        assert torch.equal(torch.from_numpy(lists.sel[lo:lo + n]), rows)
+        first = int(lists.off[q])
+        assert torch.equal(torch.from_numpy(lists.sel[first:first + n]), rows)
         bitmap = lists.bitmap[lists.boff[q]:lists.boff[q + 1]]
         assert np.array_equal(bitmap, pack_bits(mask.to(torch.int32).reshape(1, -1), 1)
                               .reshape(-1).numpy())
@@ -106,9 +107,9 @@ def test_master_steps_equal_torch():
     assert torch.equal(torch.from_numpy(active_new).bool(), active_ref)
     # scatter: the active rows of every peer list, then the mirrors' overwrite
     lists = _Lists(recv)
-    block = lists.rows(d)
+    block, ooff = lists.block(d, lossless=False)
     K.select_active(agg_new.numpy(), active_new, lists.idx, lists.off, lists.bitmap,
-                    lists.boff, block, lists.counts)
+                    lists.boff, block, ooff, lists.counts)
     target = torch.zeros(n, d)
     target_ref = target.clone()
     for q, idx in enumerate(recv):

@@ -116,14 +116,28 @@ class _Lists:
         self.bitmap = np.zeros(int(self.boff[-1]), dtype=np.uint8)
         self.counts = np.zeros(len(self.lists), dtype=np.int64)
         self.sel = np.zeros(len(self.idx), dtype=np.int64)
+        self.sizes = sizes
         self._rows: dict[int, np.ndarray] = {}
+        self._wire_off: dict[int, np.ndarray] = {}
 
-    def rows(self, width: int) -> np.ndarray:
-        """A persistent [len(idx), width] float32 block for the selected rows."""
-        buf = self._rows.get(width)
-        if buf is None:
-            buf = self._rows[width] = np.zeros((len(self.idx), width), dtype=np.float32)
-        return buf
+    def block(self, width: int, lossless: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(float32 rows block, row offset of every peer's segment) for a kernel's output.
+
+        Lossy codec: a persistent ``[len(idx), width]`` block, segments at ``off`` (the
+        codec encodes them). Lossless: a fresh wire buffer holding every peer's message
+        (rows, then the bitmap; room for the bitmap after the largest row count), so
+        the messages are views of it and no copy is made."""
+        if not lossless:
+            buf = self._rows.get(width)
+            if buf is None:
+                buf = self._rows[width] = np.zeros((len(self.idx), width), dtype=np.float32)
+            return buf, self.off
+        ooff = self._wire_off.get(width)
+        if ooff is None:
+            extra = -(-(self.boff[1:] - self.boff[:-1]) // (4 * width))
+            ooff = self._wire_off[width] = np.concatenate(
+                [[0], np.cumsum(self.sizes + extra)]).astype(np.int64)
+        return np.empty((int(ooff[-1]), width), dtype=np.float32), ooff
 
 
 @METHODS.register("cdfgnn-cache")
@@ -224,10 +238,10 @@ class CdfgnnCache(CdfgnnBaseline):
         eps = np.float32(self.eps)
         # phase 1: mirrors send the differences that passed the threshold
         with comm.overhead("cache"):
-            diff = g.rows(width)
+            diff, ooff = g.block(width, self._lossless)
             K.push_changed(zn, st.pushed_np, g.idx, g.off, eps, self._feedback, g.bitmap,
-                           g.boff, diff, g.sel, g.counts)
-            wires = self._wires(g, diff, gkey, st.pushed_np)
+                           g.boff, diff, ooff, g.sel, g.counts)
+            wires = self._wires(g, diff, ooff, gkey, st.pushed_np)
         self._count(gkey, g.counts, self._send)
         incoming = comm.all_to_all(wires, tag=gkey.tag, rows=g.counts.tolist())
         # phase 2: masters add the differences and their own changed contribution
@@ -239,10 +253,10 @@ class CdfgnnCache(CdfgnnBaseline):
                     K.add_flagged(st.agg_np, active, idx, bitmap, vals)
             K.master_own(zn, st.pushed_np, st.agg_np, active, self._masters_np, eps)
             # phase 3: scatter the cached aggregate of active vertices
-            out_rows = s.rows(width)
-            K.select_active(st.agg_np, active, s.idx, s.off, s.bitmap, s.boff, out_rows,
+            sel_rows, ooff = s.block(width, self._lossless)
+            K.select_active(st.agg_np, active, s.idx, s.off, s.bitmap, s.boff, sel_rows, ooff,
                             s.counts)
-            wires = self._wires(s, out_rows, skey, None)
+            wires = self._wires(s, sel_rows, ooff, skey, None)
         self._count(skey, s.counts, self._recv)
         incoming = comm.all_to_all(wires, tag=skey.tag, rows=s.counts.tolist())
         with comm.overhead("cache"):
@@ -257,26 +271,30 @@ class CdfgnnCache(CdfgnnBaseline):
             self._shadow(z, out, layer, direction)
         return out
 
-    def _wires(self, lists: _Lists, block: np.ndarray, key: SyncKey,
+    def _wires(self, lists: _Lists, block: np.ndarray, ooff: np.ndarray, key: SyncKey,
                pushed: np.ndarray | None) -> list[torch.Tensor | None]:
-        """Per peer: one uint8 buffer, the codec's encoding of its selected rows (a
-        segment of ``block``) followed by its bitmap (None when no row is selected).
-        With ``pushed`` and a lossy codec under error feedback, the rows as the receiver
-        decodes them are added to ``pushed``."""
+        """Per peer: one uint8 buffer, the codec's encoding of its selected rows (the
+        segment of ``block`` from row ``ooff[q]``) followed by its bitmap (None when no
+        row is selected). Lossless codec: the bitmap is written after the rows in the
+        wire buffer ``block`` and the message is a view of it. With ``pushed`` and a
+        lossy codec under error feedback, the rows as the receiver decodes them are
+        added to ``pushed``."""
         wires: list[torch.Tensor | None] = []
         width = block.shape[1]
+        raw = block.reshape(-1).view(np.uint8) if self._lossless else None
         gen = seed = None
         for q, n in enumerate(lists.counts.tolist()):
             if not n:
                 wires.append(None)
                 continue
-            lo = int(lists.off[q])
-            rows = block[lo:lo + n]
+            lo = int(ooff[q])
             bitmap = lists.bitmap[lists.boff[q]:lists.boff[q + 1]]
-            if self._lossless:
-                wires.append(torch.from_numpy(np.concatenate([rows.reshape(-1).view(np.uint8),
-                                                              bitmap])))
+            if raw is not None:
+                start, end = 4 * width * lo, 4 * width * (lo + n)
+                raw[end:end + len(bitmap)] = bitmap
+                wires.append(torch.from_numpy(raw[start:end + len(bitmap)]))
                 continue
+            rows = block[lo:lo + n]
             if gen is None:
                 gen = self.generator(key)
                 seed = gen.initial_seed()
@@ -285,7 +303,8 @@ class CdfgnnCache(CdfgnnBaseline):
             enc = self.codec.encode(torch.from_numpy(rows), gen)
             if pushed is not None and self._feedback == K.FEEDBACK_LATER:
                 sent = self.codec.decode(enc, n, width).reshape(n, width)
-                K.add_rows(pushed, lists.sel[lo:lo + n],
+                first = int(lists.off[q])
+                K.add_rows(pushed, lists.sel[first:first + n],
                            np.ascontiguousarray(sent.numpy(), dtype=np.float32))
             wires.append(torch.cat([enc.contiguous().view(torch.uint8).reshape(-1),
                                     torch.from_numpy(bitmap)]))

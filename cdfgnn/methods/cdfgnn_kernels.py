@@ -9,8 +9,9 @@ Conventions: row blocks are C-contiguous float32 ``[rows, d]``; a peer list is a
 segment ``idx[off[q]:off[q+1]]`` of one concatenated int64 array; the bitmap of peer
 q (bit k = element k of its list, low bits first, as ``pack_bits(mask, 1)``) is the
 segment ``bitmap[boff[q]:boff[q+1]]`` of one uint8 array; the rows a kernel selects
-for peer q are written compactly from row ``off[q]`` of the output block, and their
-count to ``counts[q]``. Every kernel releases the GIL (thread-backend ranks run them
+for peer q are written compactly from row ``ooff[q]`` of the output block (``off``
+itself, or the row offsets of per-peer messages in one wire buffer), and their count
+to ``counts[q]``. Every kernel releases the GIL (thread-backend ranks run them
 concurrently).
 
 The threshold test is the relative L-inf change of a row, ``max_j |z - p| > eps *
@@ -46,10 +47,10 @@ def _over(z, p, r, eps):
 
 
 @numba.njit(cache=True, nogil=True)
-def push_changed(z, pushed, idx, off, eps, mode, bitmap, boff, out, sel, counts):
+def push_changed(z, pushed, idx, off, eps, mode, bitmap, boff, out, ooff, sel, counts):
     """Mirrors (phase 1): per peer, flag the rows over the threshold in the bitmap, write
-    their difference ``z - pushed`` to ``out`` and their row ids to ``sel``, and update
-    ``pushed`` as ``mode`` says."""
+    their difference ``z - pushed`` to ``out`` (from row ``ooff[q]``) and their row ids
+    to ``sel`` (from ``off[q]``), and update ``pushed`` as ``mode`` says."""
     d = z.shape[1]
     for q in range(off.shape[0] - 1):
         for b in range(boff[q], boff[q + 1]):
@@ -61,8 +62,8 @@ def push_changed(z, pushed, idx, off, eps, mode, bitmap, boff, out, sel, counts)
             if not _over(z, pushed, r, eps):
                 continue
             bitmap[boff[q] + (k >> 3)] |= np.uint8(1 << (k & 7))
-            o = lo + c
-            sel[o] = r
+            o = ooff[q] + c
+            sel[lo + c] = r
             for j in range(d):
                 diff = z[r, j] - pushed[r, j]
                 out[o, j] = diff
@@ -115,9 +116,9 @@ def master_own(z, pushed, agg, active, masters, eps):
 
 
 @numba.njit(cache=True, nogil=True)
-def select_active(agg, active, idx, off, bitmap, boff, out, counts):
+def select_active(agg, active, idx, off, bitmap, boff, out, ooff, counts):
     """Masters (phase 3): per peer, flag the active rows of its list and copy their
-    aggregates to ``out``."""
+    aggregates to ``out`` (from row ``ooff[q]``)."""
     d = agg.shape[1]
     for q in range(off.shape[0] - 1):
         for b in range(boff[q], boff[q + 1]):
@@ -128,7 +129,7 @@ def select_active(agg, active, idx, off, bitmap, boff, out, counts):
             r = idx[lo + k]
             if active[r]:
                 bitmap[boff[q] + (k >> 3)] |= np.uint8(1 << (k & 7))
-                o = lo + c
+                o = ooff[q] + c
                 for j in range(d):
                     out[o, j] = agg[r, j]
                 c += 1
