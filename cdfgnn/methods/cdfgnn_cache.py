@@ -26,11 +26,15 @@ The cache, per layer and direction (forward Z, backward delta), on every rank:
   vertices (no mirrors) use their exact value (digest Q5; ``cache_interior=true``
   runs them through the threshold too).
 
-Wire format of a gather or scatter message to a peer: a bitmap over the peer's
-index list (``ceil(L/8)`` bytes, both sides know L) followed by the codec's encoding
-of the active rows; the bitmap's bytes are accounted. All checks are vectorised over
-rows; the only Python loops run over peers. Cache checks, bitmaps and codec work are
-timed with ``comm.overhead("cache")`` and count as communication (paper sec. 8).
+Wire format of a gather or scatter message to a peer: the codec's encoding of the
+active rows followed by a bitmap over the peer's index list (``ceil(L/8)`` bytes, both
+sides know L); the bitmap's bytes are accounted. The per-row work runs in fused numba
+kernels (:mod:`cdfgnn.methods.cdfgnn_kernels`: threshold check, difference, pushed
+update and compaction in one pass over a peer's list; persistent work buffers); the
+only Python loops run over peers. Cache checks, bitmaps, the cache updates and codec
+work are timed with ``comm.overhead("cache")`` and count as communication (paper sec.
+8); building the synchronised output tensor from ``z`` and the cached aggregates is
+compute, as the baseline's own output tensor is.
 
 Threshold adaptation after every epoch with a training accuracy (eq. 6-7, digest
 Q1-Q3): one global epsilon for every layer and direction; ``meanacc`` starts at the
@@ -55,10 +59,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
 import torch
 
-from cdfgnn.comm.codecs import CODEC_HELP, pack_bits, unpack_bits
+from cdfgnn.comm.codecs import CODEC_HELP
 from cdfgnn.errors import CdfgnnError
+from cdfgnn.methods import cdfgnn_kernels as K
 from cdfgnn.methods.base import METHODS, Param, SyncKey, _valid_codec
 from cdfgnn.methods.exact import Exact
 
@@ -86,13 +92,52 @@ class CdfgnnQuant(CdfgnnBaseline):
 
 
 class _CacheState:
-    """Per (layer, direction): the last pushed contribution and the cached aggregate."""
+    """Per (layer, direction): the last pushed contribution and the cached aggregate
+    (torch tensors and numpy views of the same memory, for the kernels)."""
 
-    __slots__ = ("pushed", "agg")
+    __slots__ = ("pushed", "agg", "pushed_np", "agg_np")
 
     def __init__(self, rows: int, width: int):
         self.pushed = torch.zeros(rows, width)
         self.agg = torch.zeros(rows, width)
+        self.pushed_np = self.pushed.numpy()
+        self.agg_np = self.agg.numpy()
+
+
+class _Lists:
+    """Per-peer index lists concatenated for the kernels, with bitmap offsets."""
+
+    def __init__(self, lists: list[np.ndarray]):
+        self.lists = [np.ascontiguousarray(i, dtype=np.int64) for i in lists]
+        self.idx = (np.concatenate(self.lists) if self.lists else np.zeros(0, np.int64))
+        sizes = np.array([len(i) for i in self.lists], dtype=np.int64)
+        self.off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.boff = np.concatenate([[0], np.cumsum(-(-sizes // 8))]).astype(np.int64)
+        self.bitmap = np.zeros(int(self.boff[-1]), dtype=np.uint8)
+        self.counts = np.zeros(len(self.lists), dtype=np.int64)
+        self.sel = np.zeros(len(self.idx), dtype=np.int64)
+        self.sizes = sizes
+        self._rows: dict[int, np.ndarray] = {}
+        self._wire_off: dict[int, np.ndarray] = {}
+
+    def block(self, width: int, lossless: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(float32 rows block, row offset of every peer's segment) for a kernel's output.
+
+        Lossy codec: a persistent ``[len(idx), width]`` block, segments at ``off`` (the
+        codec encodes them). Lossless: a fresh wire buffer holding every peer's message
+        (rows, then the bitmap; room for the bitmap after the largest row count), so
+        the messages are views of it and no copy is made."""
+        if not lossless:
+            buf = self._rows.get(width)
+            if buf is None:
+                buf = self._rows[width] = np.zeros((len(self.idx), width), dtype=np.float32)
+            return buf, self.off
+        ooff = self._wire_off.get(width)
+        if ooff is None:
+            extra = -(-(self.boff[1:] - self.boff[:-1]) // (4 * width))
+            ooff = self._wire_off[width] = np.concatenate(
+                [[0], np.cumsum(self.sizes + extra)]).astype(np.int64)
+        return np.empty((int(ooff[-1]), width), dtype=np.float32), ooff
 
 
 @METHODS.register("cdfgnn-cache")
@@ -142,6 +187,9 @@ class CdfgnnCache(CdfgnnBaseline):
         self._send = [torch.from_numpy(i).to(torch.int64) for i in book.send_idx]
         self._recv = [torch.from_numpy(i).to(torch.int64) for i in book.recv_idx]
         mirrors = (torch.cat(self._send) if self._send else torch.zeros(0, dtype=torch.int64))
+        if mirrors.numel() != torch.unique(mirrors).numel():
+            raise CdfgnnError(f"method {self.name!r}: a mirror row is sent to two masters; "
+                              "the vertex cache needs one master per replicated vertex")
         if self.params["cache_interior"]:
             masters = torch.arange(book.num_owned, dtype=torch.int64)
         else:
@@ -151,116 +199,138 @@ class CdfgnnCache(CdfgnnBaseline):
         self._masters = masters
         self._cached = torch.cat([masters, mirrors])   # rows whose value comes from the cache
         self._wire_dtype = self.codec.encode(torch.zeros(1, 1)).dtype
+        # the kernels' view of the same lists (cdfgnn_kernels.py)
+        self._gather = _Lists([i.numpy() for i in self._send])
+        self._scatter = _Lists([i.numpy() for i in self._recv])
+        self._masters_np = masters.numpy()
+        self._lossless = self.codec.exact and self.codec.bits == 32
+        if not self.params["error_feedback"]:
+            self._feedback = K.FEEDBACK_LITERAL
+        else:
+            self._feedback = K.FEEDBACK_EXACT if self._lossless else K.FEEDBACK_LATER
+        self._active: np.ndarray | None = None
+        self._is_cached: np.ndarray | None = None
+
+    def _row_flags(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """(active flags, zeroed; cached flags) over the ``rows`` local rows."""
+        if self._active is None or len(self._active) != rows:
+            self._active = np.zeros(rows, dtype=np.uint8)
+            self._is_cached = np.zeros(rows, dtype=np.uint8)
+            self._is_cached[self._cached.numpy()] = 1
+        else:
+            self._active.fill(0)
+        return self._active, self._is_cached
 
     # ------------------------------------------------------------- the cache
     def replica_sync(self, prop, z: torch.Tensor, layer: int, direction: str,
                      training: bool) -> torch.Tensor:
         if not training:
             return super().replica_sync(prop, z, layer, direction, training)
-        width = int(z.shape[1])
+        z = z.detach().to(torch.float32).contiguous()
+        rows, width = int(z.shape[0]), int(z.shape[1])
         st = self._state.get((layer, direction))
         if st is None:
-            st = self._state[(layer, direction)] = _CacheState(z.shape[0], width)
+            st = self._state[(layer, direction)] = _CacheState(rows, width)
         gkey = SyncKey(layer, direction, "gather", True, width)
         skey = SyncKey(layer, direction, "scatter", True, width)
-        z = z.detach()
-        comm = self.comm
+        comm, g, s = self.comm, self._gather, self._scatter
+        zn = z.numpy()
+        eps = np.float32(self.eps)
         # phase 1: mirrors send the differences that passed the threshold
         with comm.overhead("cache"):
-            changed = torch.zeros(z.shape[0], dtype=torch.bool)
-            mirrors = self._cached[self._masters.numel():]
-            changed[mirrors] = self._over_threshold(z[mirrors], st.pushed[mirrors])
-            wires, counts = self._pack(self._send, changed,
-                                       lambda rows, mask: self._push(st, z, rows, mask, gkey))
-        self._count(gkey, counts, self._send)
-        incoming = comm.all_to_all(wires, tag=gkey.tag, rows=counts)
+            diff, ooff = g.block(width, self._lossless)
+            K.push_changed(zn, st.pushed_np, g.idx, g.off, eps, self._feedback, g.bitmap,
+                           g.boff, diff, ooff, g.sel, g.counts)
+            wires = self._wires(g, diff, ooff, gkey, st.pushed_np)
+        self._count(gkey, g.counts, self._send)
+        incoming = comm.all_to_all(wires, tag=gkey.tag, rows=g.counts.tolist())
         # phase 2: masters add the differences and their own changed contribution
         with comm.overhead("cache"):
-            active = torch.zeros(z.shape[0], dtype=torch.bool)
-            for q, idx in enumerate(self._recv):
-                if incoming[q] is None or not idx.numel():
-                    continue
-                mask, rows_val = self._decode(incoming[q], idx.numel(), width)
-                rows = idx[mask]
-                st.agg.index_add_(0, rows, rows_val)
-                active[rows] = True
-            m = self._masters
-            own = m[self._over_threshold(z[m], st.pushed[m])]
-            st.agg[own] += z[own] - st.pushed[own]
-            st.pushed[own] = z[own]
-            active[own] = True
+            active, cached = self._row_flags(rows)
+            for q, idx in enumerate(s.lists):
+                if incoming[q] is not None and len(idx):
+                    bitmap, vals = self._decode(incoming[q], len(idx), width)
+                    K.add_flagged(st.agg_np, active, idx, bitmap, vals)
+            K.master_own(zn, st.pushed_np, st.agg_np, active, self._masters_np, eps)
             # phase 3: scatter the cached aggregate of active vertices
-            wires, counts = self._pack(
-                self._recv, active,
-                lambda rows, mask: self._encode(st.agg[rows], mask, skey, feedback=False)[0])
-        self._count(skey, counts, self._recv)
-        incoming = comm.all_to_all(wires, tag=skey.tag, rows=counts)
+            sel_rows, ooff = s.block(width, self._lossless)
+            K.select_active(st.agg_np, active, s.idx, s.off, s.bitmap, s.boff, sel_rows, ooff,
+                            s.counts)
+            wires = self._wires(s, sel_rows, ooff, skey, None)
+        self._count(skey, s.counts, self._recv)
+        incoming = comm.all_to_all(wires, tag=skey.tag, rows=s.counts.tolist())
         with comm.overhead("cache"):
-            for q, idx in enumerate(self._send):
-                if incoming[q] is None or not idx.numel():
-                    continue
-                mask, rows_val = self._decode(incoming[q], idx.numel(), width)
-                st.agg[idx[mask]] = rows_val
-            out = z.clone()
-            out[self._cached] = st.agg[self._cached]
+            for q, idx in enumerate(g.lists):
+                if incoming[q] is not None and len(idx):
+                    bitmap, vals = self._decode(incoming[q], len(idx), width)
+                    K.set_flagged(st.agg_np, idx, bitmap, vals)
+        # the synchronised tensor (the baseline builds its own, as compute, too)
+        out = torch.empty_like(z)
+        K.assemble(zn, st.agg_np, cached, out.numpy())
         if self.params["shadow"]:
             self._shadow(z, out, layer, direction)
         return out
 
-    @staticmethod
-    def _pack(lists: list[torch.Tensor], flags: torch.Tensor, encode) -> tuple[list, list]:
-        """Per peer: ``encode(rows, mask)`` of the flagged rows of its index list (None
-        when none is flagged), and the row counts."""
-        wires, counts = [], []
-        for idx in lists:
-            mask = flags[idx]
-            rows = idx[mask]
-            wires.append(encode(rows, mask) if rows.numel() else None)
-            counts.append(int(rows.numel()))
-        return wires, counts
-
-    def _push(self, st: _CacheState, z: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor,
-              key: SyncKey) -> torch.Tensor:
-        """A mirror's message: the differences since the last push; updates ``pushed``."""
-        wire, sent = self._encode(z[rows] - st.pushed[rows], mask, key)
-        if self.params["error_feedback"]:
-            st.pushed[rows] += sent
-        else:
-            st.pushed[rows] = z[rows]
-        return wire
-
-    def _over_threshold(self, z: torch.Tensor, pushed: torch.Tensor) -> torch.Tensor:
-        """Rows whose relative L-inf change since the last push exceeds epsilon (Q4:
-        a zero row is sent when its difference is non-zero)."""
-        if not z.numel():
-            return torch.zeros(z.shape[0], dtype=torch.bool)
-        return (z - pushed).abs().amax(1) > self.eps * z.abs().amax(1)
-
-    def _encode(self, rows: torch.Tensor, mask: torch.Tensor, key: SyncKey,
-                feedback: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One uint8 buffer: bitmap over the index list + encoded rows; and (if asked)
-        the rows as the receiver decodes them (for error feedback)."""
-        bitmap = pack_bits(mask.to(torch.int32).reshape(1, -1), 1).reshape(-1)
-        enc = self.codec.encode(rows, self.generator(key))
-        payload = enc.contiguous().view(torch.uint8).reshape(-1)
-        sent = None
-        if feedback:
-            n, d = rows.shape
-            sent = rows if self.codec.exact else self.codec.decode(enc, n, d).reshape(n, d)
-        return torch.cat([bitmap, payload]), sent
+    def _wires(self, lists: _Lists, block: np.ndarray, ooff: np.ndarray, key: SyncKey,
+               pushed: np.ndarray | None) -> list[torch.Tensor | None]:
+        """Per peer: one uint8 buffer, the codec's encoding of its selected rows (the
+        segment of ``block`` from row ``ooff[q]``) followed by its bitmap (None when no
+        row is selected). Lossless codec: the bitmap is written after the rows in the
+        wire buffer ``block`` and the message is a view of it. With ``pushed`` and a
+        lossy codec under error feedback, the rows as the receiver decodes them are
+        added to ``pushed``."""
+        wires: list[torch.Tensor | None] = []
+        width = block.shape[1]
+        raw = block.reshape(-1).view(np.uint8) if self._lossless else None
+        gen = seed = None
+        for q, n in enumerate(lists.counts.tolist()):
+            if not n:
+                wires.append(None)
+                continue
+            lo = int(ooff[q])
+            bitmap = lists.bitmap[lists.boff[q]:lists.boff[q + 1]]
+            if raw is not None:
+                start, end = 4 * width * lo, 4 * width * (lo + n)
+                raw[end:end + len(bitmap)] = bitmap
+                wires.append(torch.from_numpy(raw[start:end + len(bitmap)]))
+                continue
+            rows = block[lo:lo + n]
+            if gen is None:
+                gen = self.generator(key)
+                seed = gen.initial_seed()
+            else:   # every peer's encoding starts from the same seeded state
+                gen.manual_seed(seed)
+            enc = self.codec.encode(torch.from_numpy(rows), gen)
+            if pushed is not None and self._feedback == K.FEEDBACK_LATER:
+                sent = self.codec.decode(enc, n, width).reshape(n, width)
+                first = int(lists.off[q])
+                K.add_rows(pushed, lists.sel[first:first + n],
+                           np.ascontiguousarray(sent.numpy(), dtype=np.float32))
+            wires.append(torch.cat([enc.contiguous().view(torch.uint8).reshape(-1),
+                                    torch.from_numpy(bitmap)]))
+        return wires
 
     def _decode(self, wire: torch.Tensor, length: int, width: int):
+        """(bitmap as numpy uint8, decoded rows as C-contiguous float32 numpy)."""
         nb = -(-length // 8)
-        mask = unpack_bits(wire[:nb].reshape(1, -1), 1, length).reshape(-1).to(torch.bool)
-        n = int(mask.sum())
-        payload = wire[nb:]
+        raw = wire.numpy()
+        bitmap, payload = raw[raw.shape[0] - nb:], raw[:raw.shape[0] - nb]
+        per_row = self.codec.wire_bytes(1, width)
+        n = payload.shape[0] // per_row
+        if n * per_row != payload.shape[0]:
+            raise CdfgnnError(f"method {self.name!r}: a cache message of {payload.shape[0]} "
+                              f"payload bytes is not a whole number of {per_row}-byte rows")
+        if self._lossless:
+            return bitmap, payload.view(np.float32).reshape(n, width)
+        enc = torch.from_numpy(payload)
         if self._wire_dtype != torch.uint8:
-            payload = payload.clone().view(self._wire_dtype)
-        return mask, self.codec.decode(payload, n, width).reshape(n, width)
+            enc = enc.view(self._wire_dtype)
+        vals = self.codec.decode(enc, n, width).reshape(n, width)
+        return bitmap, np.ascontiguousarray(vals.numpy(), dtype=np.float32)
 
-    def _count(self, key: SyncKey, counts: list[int], lists: list[torch.Tensor]) -> None:
+    def _count(self, key: SyncKey, counts, lists: list[torch.Tensor]) -> None:
         c = self._sent[key.tag]
-        c[0] += sum(counts)
+        c[0] += int(np.sum(counts))
         c[1] += sum(int(i.numel()) for q, i in enumerate(lists) if q != self.comm.rank)
 
     def _shadow(self, z, out, layer, direction) -> None:
