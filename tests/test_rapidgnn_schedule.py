@@ -117,3 +117,28 @@ def test_direct_sampler_on_raw_csr():
             assert picked.size == min(2, indptr[v + 1] - indptr[v])
             assert np.unique(picked).size == picked.size
             assert np.isin(picked, indices[indptr[v]: indptr[v + 1]]).all()
+
+
+@pytest.mark.parametrize("gk,fan,nb,s0,w,epochs,gold", CASES)
+def test_several_epochs_in_one_pass_equal_one_at_a_time(make_graph, gk, fan, nb, s0, w,
+                                                        epochs, gold):
+    sched = _schedule(make_graph, gk, fan, nb, s0, w)
+    together = sched.epochs_arrays(list(range(epochs)))
+    got = [Batch(e, i, s, st) for e, ep in enumerate(together)
+           for i, (s, st) in enumerate(ep.batches())]
+    assert digest(got) == gold
+    assert [ep.num_batches for ep in together] == [nb] * epochs
+
+
+def test_precompute_groups_epochs_without_changing_them(make_graph):
+    from cdfgnn.methods.rapidgnn import RapidGNN
+    sched = _schedule(make_graph, *CASES[0][:5])
+    method = RapidGNN()
+    seen = {}
+    for chunk in (1, 10 ** 9, 2500):
+        method.chunk_inputs = chunk
+        seen[chunk] = [(e, digest([Batch(e, i, s, st) for i, (s, st) in
+                                   enumerate(ep.batches())]))
+                       for e, ep in method._sampled_epochs(sched, 5)]
+    assert [e for e, _ in seen[1]] == list(range(5))
+    assert seen[1] == seen[10 ** 9] == seen[2500]

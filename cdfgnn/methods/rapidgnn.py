@@ -83,8 +83,7 @@ class RapidGNN(DistDGL):
         t0, c0 = time.perf_counter(), time.thread_time()
         freq, sizes, nbytes = [], [], 0
         self.files = []
-        for e in range(ctx.epochs):
-            ep = sched.epoch_arrays(e)               # every batch of the epoch, one pass
+        for e, ep in self._sampled_epochs(sched, ctx.epochs):
             inputs = ep.src[0]                       # batches' input sets, concatenated
             is_remote = store.owner[inputs] != rank
             path = ctx.workdir / f"schedule_e{e}.npy"
@@ -135,6 +134,23 @@ class RapidGNN(DistDGL):
         return {"precompute_s": precompute_s, "precompute_cpu_s": precompute_cpu_s,
                 "schedule_bytes": nbytes,
                 "cache_build_s": time.perf_counter() - t1}
+
+    #: input vertices sampled in one vectorised pass of the precompute (several small
+    #: epochs share a pass; a large epoch is a pass of its own)
+    chunk_inputs = 1 << 20
+
+    def _sampled_epochs(self, sched, epochs: int):
+        """``(epoch, EpochArrays)`` in order: epoch 0 alone, then as many epochs per pass
+        as fit ``chunk_inputs`` going by epoch 0's input count (the schedule does not
+        depend on the grouping: every batch has its own generator)."""
+        e, per = 0, 1
+        while e < epochs:
+            group = list(range(e, min(e + per, epochs)))
+            for g, ep in zip(group, sched.epochs_arrays(group)):
+                yield g, ep
+                if g == 0:
+                    per = max(1, self.chunk_inputs // max(1, int(ep.sizes[0].sum())))
+            e = group[-1] + 1
 
     @staticmethod
     def _nbytes(cache) -> int:

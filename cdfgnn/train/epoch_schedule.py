@@ -82,6 +82,21 @@ class EpochArrays:
                  [(self.indptr[l][io[l][b]: io[l][b + 1]], self.cols[l][co[l][b]: co[l][b + 1]])
                   for l in range(k)]) for b in range(nb)]
 
+    def split(self, parts: list[int]) -> list["EpochArrays"]:
+        """Consecutive runs of ``parts[j]`` batches each (e.g. one run per epoch)."""
+        k = self.layers
+        cuts = _offsets(np.asarray(parts, dtype=np.int64))
+        so = [_offsets(self.sizes[l])[cuts] for l in range(k + 1)]
+        io = [_offsets(self.sizes[l + 1] + 1) for l in range(k)]
+        co = [np.concatenate([[0], np.cumsum(self.indptr[l][io[l][1:] - 1])])[cuts]
+              for l in range(k)]
+        io = [io[l][cuts] for l in range(k)]
+        return [EpochArrays(self.sizes[:, a: b].copy(),
+                            [self.src[l][so[l][j]: so[l][j + 1]] for l in range(k + 1)],
+                            [self.indptr[l][io[l][j]: io[l][j + 1]] for l in range(k)],
+                            [self.cols[l][co[l][j]: co[l][j + 1]] for l in range(k)])
+                for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
+
     @classmethod
     def from_batches(cls, batches: list[tuple[list[np.ndarray], list[tuple]]]) -> "EpochArrays":
         """The concatenation of per-batch ``(srcs, structure)``."""

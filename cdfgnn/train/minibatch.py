@@ -156,9 +156,16 @@ class Schedule:
     def epoch_arrays(self, epoch: int) -> EpochArrays:
         """All batches of the epoch in one vectorised pass (RapidGNN's precompute):
         the same batches as :meth:`epoch` (cdfgnn/train/epoch_schedule.py)."""
-        seeds = self.seeds(epoch)
-        return sample_epoch(self.graph.indptr, self.graph.indices, seeds, self.fanouts,
-                            [self.rng(epoch, i) for i in range(len(seeds))])
+        return self.epochs_arrays([epoch])[0]
+
+    def epochs_arrays(self, epochs: list[int]) -> list[EpochArrays]:
+        """Several epochs in one vectorised pass (batches are independent: each has its
+        own generator), returned one :class:`EpochArrays` per epoch."""
+        seeds = [self.seeds(e) for e in epochs]
+        rngs = [self.rng(e, i) for e, sd in zip(epochs, seeds) for i in range(len(sd))]
+        flat = [s for sd in seeds for s in sd]
+        ep = sample_epoch(self.graph.indptr, self.graph.indices, flat, self.fanouts, rngs)
+        return ep.split([len(sd) for sd in seeds])
 
 
 def write_epoch(path: Path, batches: list[Batch] | EpochArrays, owner: np.ndarray,
