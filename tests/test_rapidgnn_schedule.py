@@ -142,3 +142,15 @@ def test_precompute_groups_epochs_without_changing_them(make_graph):
                        for e, ep in method._sampled_epochs(sched, 5)]
     assert [e for e, _ in seen[1]] == list(range(5))
     assert seen[1] == seen[10 ** 9] == seen[2500]
+
+
+@pytest.mark.parametrize("dense", [0, 1 << 40])
+def test_both_dedup_paths_give_the_golden_schedule(monkeypatch, make_graph, dense):
+    """Sort-based (large key spaces) and dense (small ones) deduplication agree."""
+    import cdfgnn.train.epoch_schedule as es
+    monkeypatch.setattr(es, "DENSE_KEYS", dense)
+    for gk, fan, nb, s0, w, epochs, gold in CASES:
+        sched = _schedule(make_graph, gk, fan, nb, s0, w)
+        got = [Batch(e, i, s, st) for e, ep in enumerate(sched.epochs_arrays(list(range(epochs))))
+               for i, (s, st) in enumerate(ep.batches())]
+        assert digest(got) == gold

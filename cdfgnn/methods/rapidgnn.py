@@ -82,22 +82,32 @@ class RapidGNN(DistDGL):
         store, sched, rank = ctx.store, ctx.schedule, ctx.store.rank
         t0, c0 = time.perf_counter(), time.thread_time()
         freq, sizes, nbytes = [], [], 0
+        cpu = {"sample": 0.0, "write": 0.0, "count": 0.0}   # where the precompute goes
         self.files = []
-        for e, ep in self._sampled_epochs(sched, ctx.epochs):
+        epochs = self._sampled_epochs(sched, ctx.epochs)
+        while True:
+            c = time.thread_time()
+            e, ep = next(epochs, (None, None))
+            cpu["sample"] += time.thread_time() - c
+            if ep is None:
+                break
+            c = time.thread_time()
             inputs = ep.src[0]                       # batches' input sets, concatenated
             is_remote = store.owner[inputs] != rank
             path = ctx.workdir / f"schedule_e{e}.npy"
             nbytes += write_epoch_file(path, ep, is_remote)
             self.files.append(path)
-            remote = inputs[is_remote]
+            cpu["write"] += time.thread_time() - c
+            c = time.thread_time()
             # freq_e(v): a batch's inputs are distinct, so occurrences = batches holding v
-            ids, cnt = np.unique(remote, return_counts=True)
+            ids, cnt = np.unique(inputs[is_remote], return_counts=True)
             freq.append((ids, cnt))
             sizes.append(int(ep.sizes[0].max(initial=0)))
+            cpu["count"] += time.thread_time() - c
+        del ep
         self.m_max = int(max(sizes, default=0))
-        precompute_s = time.perf_counter() - t0
-        precompute_cpu_s = time.thread_time() - c0
         # ---- cache size and hot sets
+        c = time.thread_time()
         distinct = max((f[0].size for f in freq), default=0)
         if self.params["cache_scope"] == "global":
             ids_g = np.unique(np.concatenate([f[0] for f in freq]))
@@ -119,6 +129,9 @@ class RapidGNN(DistDGL):
             self.hot = [top_hot(ids, cnt, self.n_hot) for ids, cnt in freq]
         self.freq_hist = np.bincount(freq[0][1]).tolist() if freq and freq[0][1].size else [0]
         del freq
+        cpu["count"] += time.thread_time() - c
+        precompute_s = time.perf_counter() - t0
+        precompute_cpu_s = time.thread_time() - c0
         # ---- initial cache: one bulk pull
         t1 = time.perf_counter()
         self.cache = (self.hot[0], store.pull(self.hot[0], "fill"))
@@ -132,6 +145,7 @@ class RapidGNN(DistDGL):
         # the window spans at most one epoch (two cache buffers: this epoch, the next)
         self.q = min(self.params["prefetch"], ctx.num_batches)
         return {"precompute_s": precompute_s, "precompute_cpu_s": precompute_cpu_s,
+                **{f"precompute_{k}_cpu_s": v for k, v in cpu.items()},
                 "schedule_bytes": nbytes,
                 "cache_build_s": time.perf_counter() - t1}
 

@@ -148,6 +148,40 @@ def _sample_layer(indptr: np.ndarray, dst: np.ndarray, row_batch: np.ndarray, nb
     return counts, arcs
 
 
+#: (batch, vertex) key spaces up to this size are deduplicated with dense arrays (a few
+#: passes over the key space) instead of a sort of the arcs' keys
+DENSE_KEYS = 1 << 22
+
+
+def _distinct(key: np.ndarray, dkey: np.ndarray, space: int):
+    """Sorted distinct ``key`` values ``u``, each key's index into ``u``, whether each
+    ``u`` is among the (distinct) ``dkey`` and, for those, its position in ``dkey``."""
+    if space <= DENSE_KEYS and space <= 16 * max(key.size, 1):
+        mark = np.zeros(space, dtype=bool)
+        mark[key] = True
+        u = np.flatnonzero(mark)
+        slot = np.empty(space, dtype=np.int64)
+        slot[u] = np.arange(u.size)
+        inv = slot[key]
+        slot[u] = -1
+        slot[dkey] = np.arange(dkey.size)
+        where = slot[u]
+        in_dst = where >= 0
+        return u, inv, in_dst, where[in_dst]
+    order = np.argsort(key)                      # (ties need no order: inv is the same)
+    sk = key[order]
+    first = np.ones(sk.size, dtype=bool)
+    np.not_equal(sk[1:], sk[:-1], out=first[1:])
+    u = sk[first]
+    inv = np.empty(key.size, dtype=np.int64)
+    inv[order] = np.cumsum(first) - 1
+    dsort = np.argsort(dkey)                     # (keys are distinct)
+    sorted_d = dkey[dsort]
+    pos = np.minimum(np.searchsorted(sorted_d, u), max(dkey.size - 1, 0))
+    in_dst = sorted_d[pos] == u if dkey.size else np.zeros(u.size, dtype=bool)
+    return u, inv, in_dst, dsort[pos[in_dst]]
+
+
 def sample_epoch(indptr: np.ndarray, indices: np.ndarray, seeds: list[np.ndarray],
                  fanouts: list[int], rngs: list) -> EpochArrays:
     """Every batch of an epoch (batch ``b``: seed vertices ``seeds[b]``, generator
@@ -163,27 +197,16 @@ def sample_epoch(indptr: np.ndarray, indices: np.ndarray, seeds: list[np.ndarray
         doff = _offsets(dsz)
         row_batch = np.repeat(np.arange(nb, dtype=np.int64), dsz)
         counts, arcs = _sample_layer(indptr, dst, row_batch, nb, fanout, rngs)
-        # distinct (batch, vertex) keys of the sampled arcs, and each arc's key index
+        # distinct (batch, vertex) keys of the sampled arcs, each arc's key index, and
+        # which keys are already in their batch's output set (at dst[at])
         key = np.repeat(row_batch, counts) * n + indices[arcs]
-        order = np.argsort(key)                  # (ties need no order: inv is the same)
-        sk = key[order]
-        first = np.ones(sk.size, dtype=bool)
-        np.not_equal(sk[1:], sk[:-1], out=first[1:])
-        ukey = sk[first]
-        inv = np.empty(key.size, dtype=np.int64)
-        inv[order] = np.cumsum(first) - 1
+        ukey, inv, in_dst, at = _distinct(key, row_batch * n + dst, nb * n)
         ub = ukey // n
-        # which keys are already in their batch's output set (binary search)
-        dkey = row_batch * n + dst
-        dsort = np.argsort(dkey)                 # (keys are distinct)
-        sorted_d = dkey[dsort]
-        pos = np.minimum(np.searchsorted(sorted_d, ukey), max(dst.size - 1, 0))
-        in_dst = sorted_d[pos] == ukey if dst.size else np.zeros(ukey.size, dtype=bool)
         newb = ub[~in_dst]
         nnew = np.bincount(newb, minlength=nb).astype(np.int64)
         rank = np.arange(newb.size, dtype=np.int64) - _offsets(nnew)[newb]
         local_u = np.empty(ukey.size, dtype=np.int64)
-        local_u[in_dst] = dsort[pos[in_dst]] - doff[ub[in_dst]]
+        local_u[in_dst] = at - doff[ub[in_dst]]
         local_u[~in_dst] = dsz[newb] + rank
         # the layer's input set per batch: its output set, then the new vertices
         ssz = dsz + nnew
