@@ -4,9 +4,13 @@
 Mini-batch track, METIS partitions by default. On every worker:
 
 1. **Schedule, precomputed** (``plan``): the batches of every epoch, seeded by
-   ``H(s0, w, e, i)`` exactly as the online baselines sample them, are written to disk
-   as one file per epoch (blocks, input ids, locality bitmask; digest Q22) and read
-   back one epoch at a time (never held whole in memory).
+   ``H(s0, w, e, i)`` and equal to what the online baselines sample, are sampled in
+   vectorised passes over all batches of several epochs
+   (``cdfgnn/train/epoch_schedule.py``), written to disk as one compact file per epoch
+   (blocks, input ids, locality bitmask; digest Q22) and read back one epoch at a time
+   (never held whole in memory). Training steps read these samples; they do not
+   sample. Precompute time (wall and CPU, with a sample/write/count breakdown) is
+   recorded apart from the training it serves.
 2. **Access counts**: ``freq_e(v)`` = number of the worker's batches of epoch e whose
    input set holds remote vertex v (digest Q2).
 3. **Cache**: the ``n_hot`` most used remote rows (ties by vertex id), filled by one

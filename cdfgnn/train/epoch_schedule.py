@@ -149,8 +149,8 @@ def _sample_layer(indptr: np.ndarray, dst: np.ndarray, row_batch: np.ndarray, nb
 
 
 #: (batch, vertex) key spaces up to this size are deduplicated with dense arrays (a few
-#: passes over the key space) instead of a sort of the arcs' keys
-DENSE_KEYS = 1 << 22
+#: passes over the key space, 5 bytes per key) instead of a sort of the arcs' keys
+DENSE_KEYS = 1 << 23
 
 
 def _distinct(key: np.ndarray, dkey: np.ndarray, space: int):
@@ -160,14 +160,15 @@ def _distinct(key: np.ndarray, dkey: np.ndarray, space: int):
         mark = np.zeros(space, dtype=bool)
         mark[key] = True
         u = np.flatnonzero(mark)
-        slot = np.empty(space, dtype=np.int64)
+        slot = np.empty(space, dtype=np.int32 if max(u.size, dkey.size) < 2 ** 31
+                        else np.int64)
         slot[u] = np.arange(u.size)
-        inv = slot[key]
+        inv = slot[key].astype(np.int64)
         slot[u] = -1
         slot[dkey] = np.arange(dkey.size)
         where = slot[u]
         in_dst = where >= 0
-        return u, inv, in_dst, where[in_dst]
+        return u, inv, in_dst, where[in_dst].astype(np.int64)
     order = np.argsort(key)                      # (ties need no order: inv is the same)
     sk = key[order]
     first = np.ones(sk.size, dtype=bool)
