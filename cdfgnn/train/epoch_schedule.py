@@ -113,15 +113,23 @@ class EpochArrays:
 # ------------------------------------------------------------------------ sampling
 def _floyd(lo: np.ndarray, deg: np.ndarray, fanout: int, draws: np.ndarray) -> np.ndarray:
     """Floyd's algorithm on rows with ``deg > fanout``; ``draws[s]`` = round s's uniforms
-    (the arithmetic of :func:`cdfgnn.train.oracle.sample_arcs`). Returns arc ids (rows, fanout)."""
-    chosen = np.empty((deg.size, fanout), dtype=np.int64)
+    (the arithmetic of :func:`cdfgnn.train.oracle.sample_arcs`; the picks are kept one
+    contiguous array per round, so the duplicate check is ``s`` flat comparisons).
+    Returns arc ids (rows, fanout)."""
+    chosen = np.empty((fanout, deg.size), dtype=np.int64)
+    dup = np.empty(deg.size, dtype=bool)
+    eq = np.empty(deg.size, dtype=bool)
     for s in range(fanout):
         j = deg - fanout + s
         t = np.minimum((draws[s] * (j + 1)).astype(np.int64), j)
         if s:
-            t = np.where((chosen[:, :s] == t[:, None]).any(axis=1), j, t)
-        chosen[:, s] = t
-    return lo[:, None] + chosen
+            np.equal(chosen[0], t, out=dup)
+            for k in range(1, s):
+                np.equal(chosen[k], t, out=eq)
+                dup |= eq
+            t[dup] = j[dup]
+        chosen[s] = t
+    return lo[:, None] + chosen.T
 
 
 def _sample_layer(indptr: np.ndarray, dst: np.ndarray, row_batch: np.ndarray, nb: int,
