@@ -28,7 +28,7 @@ batches.
 
 Usage: python benchmarks/precompute.py [--dataset synth-products] [--scale small]
        [--workers 4] [--epochs 10] [--fanouts 5 10] [--batch-size 50] [--hidden 64]
-       [--baseline] [--per-batch]
+       [--graph FILE] [--baseline] [--per-batch]
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def run(args, method: str) -> dict:
     from cdfgnn.train.config import TrainConfig
     from cdfgnn.train.run import run_training
 
-    cfg = TrainConfig(dataset=args.dataset, scale=args.scale, method=method, model="sage",
+    cfg = TrainConfig(dataset=None if args.graph else args.dataset, graph=args.graph,
+                      scale=args.scale, method=method, model="sage",
                       workers=args.workers, hosts=args.workers, epochs=args.epochs, warmup=1,
                       fanouts=args.fanouts, batch_size=args.batch_size, hidden=args.hidden,
                       lr=0.003, dropout=0.0, network="rapidgnn-chameleon", backend="thread",
@@ -53,11 +54,13 @@ def run(args, method: str) -> dict:
 
 def per_batch_vs_vectorised(args) -> None:
     from cdfgnn.data.datasets import get_graph
+    from cdfgnn.data.graph import Graph
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology
     from cdfgnn.train.minibatch import Schedule, num_batches, split_train
 
-    g = get_graph(args.dataset, scale=args.scale, root=args.data_root)
+    g = (Graph.load(args.graph) if args.graph
+         else get_graph(args.dataset, scale=args.scale, root=args.data_root))
     owner = np.asarray(partition_graph(g, "metis", Topology.for_workers(args.workers,
                                                                         args.workers),
                                        seed=0).assignment, dtype=np.int64)
@@ -87,11 +90,12 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=50)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--data-root", default="results/data")
+    ap.add_argument("--graph", default=None, help="a Graph file instead of --dataset/--scale")
     ap.add_argument("--baseline", action="store_true", help="also run distdgl-metis")
     ap.add_argument("--per-batch", action="store_true",
                     help="also time per-batch against vectorised sampling of worker 0")
     args = ap.parse_args(argv)
-    print(f"{args.dataset} ({args.scale}), {args.workers} workers, {args.epochs} epochs, "
+    print(f"{args.graph or args.dataset} ({args.scale}), {args.workers} workers, {args.epochs} epochs, "
           f"fan-outs {args.fanouts}, batch {args.batch_size}, hidden {args.hidden}")
     load0 = os.getloadavg()
     rec = run(args, "rapidgnn")

@@ -133,13 +133,20 @@ def test_several_epochs_in_one_pass_equal_one_at_a_time(make_graph, gk, fan, nb,
 def test_precompute_groups_epochs_without_changing_them(make_graph):
     from cdfgnn.methods.rapidgnn import RapidGNN
     sched = _schedule(make_graph, *CASES[0][:5])
+    passes: list[list[int]] = []
+    whole = sched.epochs_arrays
+    sched.epochs_arrays = lambda group: passes.append(group) or whole(group)
     method = RapidGNN()
     seen = {}
-    for chunk in (1, 10 ** 9, 2500):
+    # the bound of an epoch's inputs here: min(156 seeds x 4 x 6, 4 batches x 300) = 1200
+    for chunk, groups in ((1, [[0], [1], [2], [3], [4]]), (10 ** 9, [[0, 1, 2, 3, 4]]),
+                          (2500, [[0, 1], [2, 3], [4]])):
         method.chunk_inputs = chunk
+        passes.clear()
         seen[chunk] = [(e, digest([Batch(e, i, s, st) for i, (s, st) in
                                    enumerate(ep.batches())]))
                        for e, ep in method._sampled_epochs(sched, 5)]
+        assert passes == groups
     assert [e for e, _ in seen[1]] == list(range(5))
     assert seen[1] == seen[10 ** 9] == seen[2500]
 

@@ -153,22 +153,22 @@ class RapidGNN(DistDGL):
                 "schedule_bytes": nbytes,
                 "cache_build_s": time.perf_counter() - t1}
 
-    #: input vertices sampled in one vectorised pass of the precompute (several small
-    #: epochs share a pass; a large epoch is a pass of its own)
+    #: input vertices sampled in one vectorised pass of the precompute, at most (several
+    #: small epochs share a pass; a large epoch is a pass of its own)
     chunk_inputs = 1 << 20
 
     def _sampled_epochs(self, sched, epochs: int):
-        """``(epoch, EpochArrays)`` in order: epoch 0 alone, then as many epochs per pass
-        as fit ``chunk_inputs`` going by epoch 0's input count (the schedule does not
-        depend on the grouping: every batch has its own generator)."""
-        e, per = 0, 1
-        while e < epochs:
+        """``(epoch, EpochArrays)`` in order, as many epochs per vectorised pass as fit
+        ``chunk_inputs`` by an upper bound of an epoch's input vertices (per batch: its
+        seeds x prod(1 + fan-out), and at most the graph's vertices). The schedule does
+        not depend on the grouping: every batch has its own generator."""
+        n = sched.graph.num_nodes
+        bound = min(sched.train_ids.size * int(np.prod([1 + f for f in sched.fanouts])),
+                    sched.num_batches * n)
+        per = max(1, self.chunk_inputs // max(1, bound))
+        for e in range(0, epochs, per):
             group = list(range(e, min(e + per, epochs)))
-            for g, ep in zip(group, sched.epochs_arrays(group)):
-                yield g, ep
-                if g == 0:
-                    per = max(1, self.chunk_inputs // max(1, int(ep.sizes[0].sum())))
-            e = group[-1] + 1
+            yield from zip(group, sched.epochs_arrays(group))
 
     @staticmethod
     def _nbytes(cache) -> int:
