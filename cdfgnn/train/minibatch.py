@@ -554,7 +554,8 @@ def assemble(cfg: TrainConfig, topology, network, results: list[dict]) -> dict[s
         "modelled_network_s": mean("modelled_network_s"),
         "exposed_network_s": mean("exposed_network_s"),
         "modelled_epoch_s": mean("modelled_s"),
-        "workers": [{**res["plan"], **res["summary"]} for res in results],
+        "workers": [{**res["plan"], **res["summary"], "train_cpu_s": tc}
+                    for res, tc in zip(results, train_cpu)],
     }
     body["minibatch"] = mb
     body["model_time"]["epoch_s"] = mb["modelled_epoch_s"]
