@@ -21,6 +21,7 @@ from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.api import partition_graph, select_masters
 from cdfgnn.partition.base import PARTITIONERS, EdgeList, Topology
 from cdfgnn.partition.vertexcut import dbh as dbh_mod
+from cdfgnn.partition.vertexcut import ebv as ebv_mod
 from cdfgnn.partition.vertexcut import greedy as greedy_mod
 from cdfgnn.partition.vertexcut import hdrf as hdrf_mod
 from cdfgnn.partition.vertexcut._kernels import (popcount_rows, replica_bitset, seed_state,
@@ -108,12 +109,13 @@ def test_every_edge_assigned_once_in_range_and_deterministic(edges, topo, seed):
 
 @FAST
 @given(edges=edge_lists(), hosts=st.integers(1, 5), gamma=st.floats(0.0, 1.0),
-       norm=st.sampled_from(["vertices", "replicas"]))
-def test_ebv_gamma_has_no_effect_with_one_device_per_host(edges, hosts, gamma, norm):
+       norm=st.sampled_from(["vertices", "replicas"]),
+       order=st.sampled_from(["degree", "shuffle", "input"]))
+def test_ebv_gamma_has_no_effect_with_one_device_per_host(edges, hosts, gamma, norm, order):
     topo = Topology(hosts, 1)
-    base = run("ebv", edges, topo, gamma=0.0, vertex_norm=norm)
-    assert np.array_equal(run("ebv", edges, topo, gamma=gamma, vertex_norm=norm), base)
-    assert np.array_equal(run("ebv", edges, topo, gamma=0.1, vertex_norm=norm), base)
+    base = run("ebv", edges, topo, gamma=0.0, vertex_norm=norm, order=order)
+    assert np.array_equal(run("ebv", edges, topo, gamma=gamma, vertex_norm=norm, order=order), base)
+    assert np.array_equal(run("ebv", edges, topo, gamma=0.1, vertex_norm=norm, order=order), base)
 
 
 def test_ebv_gamma_identity_two_hosts_one_device(plaw):
@@ -232,7 +234,8 @@ def ref_greedy(edges, p, seed, order="shuffle"):
     return out
 
 
-def ref_ebv(edges, topo, gamma=0.1, alpha=1.0, beta=1.0, norm="vertices"):
+def ref_ebv(edges, topo, gamma=0.1, alpha=1.0, beta=1.0, norm="vertices", visit=None):
+    """Eq. 24 in plain Python; ``visit``: edge order (default: ascending degree sum, stable)."""
     p, g = topo.num_parts, topo.devices_per_host
     n, m = edges.num_nodes, edges.num_edges
     deg = edges.degrees()
@@ -240,7 +243,9 @@ def ref_ebv(edges, topo, gamma=0.1, alpha=1.0, beta=1.0, norm="vertices"):
     H = [set() for _ in range(n)]
     ecount, vcount = [0] * p, [0] * p
     out = np.zeros(m, dtype=np.int64)
-    for e in sorted(range(m), key=lambda e: (deg[edges.src[e]] + deg[edges.dst[e]], e)):
+    if visit is None:
+        visit = sorted(range(m), key=lambda e: (deg[edges.src[e]] + deg[edges.dst[e]], e))
+    for e in visit:
         u, v = int(edges.src[e]), int(edges.dst[e])
         vnorm = sum(vcount) / p if norm == "replicas" else n / p
         scores = []
@@ -285,6 +290,31 @@ def test_ebv_matches_reference(edges, topo, gamma, norm):
                           ref_ebv(edges, topo, gamma=gamma, norm=norm))
     assert np.array_equal(run("ebv", edges, topo, gamma=gamma, alpha=0.5, beta=2.0),
                           ref_ebv(edges, topo, gamma=gamma, alpha=0.5, beta=2.0))
+
+
+@FAST
+@given(edges=edge_lists(), topo=topologies, seed=st.integers(0, 2**20),
+       order=st.sampled_from(["shuffle", "input"]), gamma=st.sampled_from([0.0, 0.1]))
+def test_ebv_stream_orders_match_reference(edges, topo, seed, order, gamma):
+    """order="shuffle"/"input" visit edges in stream_order's permutation, nothing else changes."""
+    if topo.num_parts == 1:
+        return
+    visit = [int(e) for e in stream_order("ebv", order, edges.num_edges, seed, ebv_mod._TAG)]
+    got = run("ebv", edges, topo, seed, gamma=gamma, order=order)
+    assert np.array_equal(got, ref_ebv(edges, topo, gamma=gamma, visit=visit))
+    # the default order ignores the seed; "input" too
+    if order == "input":
+        assert np.array_equal(got, run("ebv", edges, topo, seed + 1, gamma=gamma, order=order))
+    assert np.array_equal(run("ebv", edges, topo, seed, gamma=gamma),
+                          run("ebv", edges, topo, seed + 1, gamma=gamma, order="degree"))
+
+
+def test_ebv_shuffle_order_depends_on_seed(plaw):
+    topo = Topology(2, 4)
+    a = run("ebv", plaw, topo, 0, order="shuffle")
+    assert np.array_equal(a, run("ebv", plaw, topo, 0, order="shuffle"))
+    assert not np.array_equal(a, run("ebv", plaw, topo, 1, order="shuffle"))
+    assert not np.array_equal(a, run("ebv", plaw, topo, 0))
 
 
 def test_ebv_reference_agrees_on_power_law_graph(plaw):
@@ -412,7 +442,8 @@ def test_bad_input_raises_cdfgnn_error():
         with pytest.raises(CdfgnnError, match="unknown parameter"):
             run(name, ok, topo, bogus=1)
     bad_params = [("ebv", {"gamma": 1.5}), ("ebv", {"gamma": float("nan")}), ("ebv", {"alpha": -1}),
-                  ("ebv", {"vertex_norm": "edges"}), ("hdrf", {"order": "sorted"}),
+                  ("ebv", {"vertex_norm": "edges"}), ("ebv", {"order": "sorted"}),
+                  ("hdrf", {"order": "sorted"}),
                   ("hdrf", {"epsilon": 0}), ("hdrf", {"lam": "x"}), ("greedy", {"order": None}),
                   ("dbh", {"hash": "md5"})]
     for name, params in bad_params:

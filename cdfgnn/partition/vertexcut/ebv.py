@@ -16,8 +16,11 @@ Parameters: ``gamma`` (default 0.1; 0.0 is plain EBV), ``alpha`` = ``beta`` = 1,
 ``vertex_norm``: ``"vertices"`` (default, norm = |V| / p as printed in eq. 24, |V| =
 ``edges.num_nodes`` including isolated vertices) or ``"replicas"`` (norm = current
 total replicas / p, the public EBV code; the term is 0 while no replica exists, where
-the public code divides by zero). ``seed`` is validated but has no effect: the
-order and the tie rule are deterministic.
+the public code divides by zero). ``order``: ``"degree"`` (default, the ascending
+deg(u) + deg(v) order above, from the public EBV code; CDFGNN does not state one),
+``"shuffle"`` (a seeded uniform permutation, the line the public code leaves commented
+out before its sort) or ``"input"`` (edge id order). ``seed`` is validated and used
+only by ``"shuffle"``: the other orders and the tie rule are deterministic.
 
 The two indicator sums are evaluated as ``xd + gamma * (xh - xd)`` (algebraically
 eq. 24) so that when every host has one device (h_rep == d_rep, xh == xd) the gamma
@@ -30,12 +33,14 @@ import numba
 import numpy as np
 
 from cdfgnn.partition.base import EdgeList, Topology, partitioner
-from cdfgnn.partition.vertexcut._kernels import (check_choice, check_no_extra, check_real, has_bit,
-                                                 index_dtype, new_bitset, parts_buffer, prepare,
-                                                 seed_state, set_bit, stream_endpoints, unstream)
+from cdfgnn.partition.vertexcut._kernels import (STREAM_ORDERS, check_choice, check_no_extra,
+                                                 check_real, has_bit, index_dtype, new_bitset,
+                                                 parts_buffer, prepare, seed_state, set_bit,
+                                                 stream_endpoints, stream_order, unstream)
 
 _TAG = 0x454256  # "EBV"
 VERTEX_NORMS = ("vertices", "replicas")
+EBV_ORDERS = ("degree",) + STREAM_ORDERS
 
 
 @numba.njit(cache=True)
@@ -109,29 +114,33 @@ def _ebv_kernel(s, d, p, dph, gamma, alpha, beta, edge_avg, vertex_avg,
 @partitioner("ebv", kind="vertex")
 def ebv(edges: EdgeList, topology: Topology, *, seed: int, gamma: float = 0.1,
         alpha: float = 1.0, beta: float = 1.0, vertex_norm: str = "vertices",
-        **params) -> np.ndarray:
+        order: str = "degree", **params) -> np.ndarray:
     """Hierarchical EBV edge -> part assignment (int64 [M]); gamma = 0 is plain EBV."""
     check_no_extra("ebv", params)
     gamma = check_real("ebv", "gamma", gamma, 0.0, 1.0)
     alpha = check_real("ebv", "alpha", alpha, 0.0)
     beta = check_real("ebv", "beta", beta, 0.0)
     check_choice("ebv", "vertex_norm", vertex_norm, VERTEX_NORMS)
+    check_choice("ebv", "order", order, EBV_ORDERS)
     src, dst, n, p = prepare("ebv", edges, topology)
-    seed_state("ebv", seed, _TAG, 1)  # validates seed; EBV itself is deterministic
+    seed_state("ebv", seed, _TAG, 1)  # validates seed; only order="shuffle" uses it
     m = src.shape[0]
     if p == 1 or m == 0:
         return np.zeros(m, dtype=np.int64)
-    deg = np.bincount(src, minlength=n)
-    deg += np.bincount(dst, minlength=n)
-    order = np.empty(m, dtype=index_dtype(m))
-    _degree_sum_order(src, dst, deg, np.zeros(_max_degree_sum(src, dst, deg) + 2, dtype=np.int64),
-                      order)
-    del deg
-    s, d = stream_endpoints(src, dst, order, n)
+    if order == "degree":
+        deg = np.bincount(src, minlength=n)
+        deg += np.bincount(dst, minlength=n)
+        visit = np.empty(m, dtype=index_dtype(m))
+        _degree_sum_order(src, dst, deg,
+                          np.zeros(_max_degree_sum(src, dst, deg) + 2, dtype=np.int64), visit)
+        del deg
+    else:
+        visit = stream_order("ebv", order, m, seed, _TAG)
+    s, d = stream_endpoints(src, dst, visit, n)
     parts = parts_buffer(m, p)
     _ebv_kernel(s, d, p, topology.devices_per_host, gamma, alpha, beta, m / p, n / p,
                 vertex_norm == "replicas", new_bitset(n, p, compact=True),
                 new_bitset(n, topology.hosts, compact=True),
                 np.zeros(p, dtype=np.int64), np.zeros(p, dtype=np.int64), parts)
     del s, d
-    return unstream(order, parts)
+    return unstream(visit, parts)
