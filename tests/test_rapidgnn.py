@@ -78,6 +78,22 @@ def test_rapidgnn_record_fields(pair):
     assert rapid["energy"]["cpu"]["status"] in ("measured", "not measured")
 
 
+def test_precompute_timed_apart_in_wall_and_cpu_seconds(pair):
+    """precompute_cpu_fraction = worst worker's precompute CPU / its training CPU, with
+    the sample / write / count breakdown inside the precompute."""
+    base, rapid = pair
+    mb = rapid["minibatch"]
+    assert mb["precompute_cpu_s"] > 0 and mb["train_cpu_s"] > 0
+    for w in mb["workers"]:
+        parts = [w[f"precompute_{k}_cpu_s"] for k in ("sample", "write", "count")]
+        assert all(p >= 0 for p in parts) and sum(parts) <= w["precompute_cpu_s"] + 1e-3
+        assert w["precompute_cpu_s"] <= mb["precompute_cpu_s"]
+    ratios = [w["precompute_cpu_s"] / w["train_cpu_s"] for w in mb["workers"]]
+    assert mb["precompute_cpu_fraction"] == pytest.approx(max(ratios))
+    assert mb["train_cpu_s"] == pytest.approx(max(w["train_cpu_s"] for w in mb["workers"]))
+    assert base["minibatch"]["precompute_cpu_fraction"] is None   # nothing precomputed
+
+
 def test_no_cache_no_prefetch_fetches_like_baseline(gfile, pair):
     """Degenerate setting: an empty cache pulls exactly what the baseline pulls."""
     base, _ = pair

@@ -440,15 +440,23 @@ def claims(inputs, params, out, md_out) -> None:
                             "difference over epochs)", "indistinguishable curves (Fig. 9)",
                             d, cfg, "not measured" if d is None else
                             ("reproduced" if d == 0.0 else "not reproduced"), runs=runs))
-    # precompute share
-    fr = [r["rec"]["minibatch"]["precompute_fraction"] for _, r in rapid.iterrows()
-          if r["rec"]["minibatch"].get("precompute_fraction") is not None]
-    f = max(fr) if fr else None
+    # precompute share: CPU seconds of the worst worker (wall seconds on a loaded host
+    # mostly measure waiting for a core); records without CPU times fall back to wall
+    mbs = [r["rec"]["minibatch"] for _, r in rapid.iterrows()]
+    cpu_fr = [m["precompute_cpu_fraction"] for m in mbs
+              if m.get("precompute_cpu_fraction") is not None]
+    wall_fr = [m["precompute_fraction"] for m in mbs if m.get("precompute_fraction") is not None]
+    f = max(cpu_fr) if cpu_fr else (max(wall_fr) if wall_fr else None)
+    note = "max over runs; measured wall times"
+    if cpu_fr:
+        note = ("max over runs; CPU seconds of the worst worker: sampling every batch + "
+                "counts + hot sets + schedule files, over its training epochs (which read "
+                f"the stored samples, they do not sample); wall-time fraction {max(wall_fr):.3f}")
     out_claims.append(Claim("schedule precompute / training time (suite target < 10%)",
                             "not reported (excluded from t_e)", f, cfg,
                             "not measured" if f is None else
                             ("reproduced" if f < 0.10 else "not reproduced"),
-                            note="max over runs; measured wall times", runs=runs))
+                            note=note, runs=runs))
     # access skew (Fig. 3: 45.3% of remote vertices needed once per epoch, products)
     once = [_once_share(r) for _, r in rapid.iterrows()]
     once = [x for x in once if x is not None]

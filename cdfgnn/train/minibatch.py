@@ -56,6 +56,8 @@ from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.energy import EnergyMeter
+from cdfgnn.train.epoch_schedule import (EpochArrays, read_epoch_file, sample_epoch,
+                                         write_epoch_file)
 from cdfgnn.train.loop import (EVAL_TAG, GRAD_TAG, LocalData, _all_reduce_grads,
                                _reduce_scalar, loss_sum, metrics_from_counts)
 from cdfgnn.train.oracle import blocks_from_arrays, sample_block_arrays
@@ -136,9 +138,14 @@ class Schedule:
         perm = rng.permutation(self.train_ids)
         return [np.sort(c) for c in np.array_split(perm, self.num_batches)]
 
+    def rng(self, epoch: int, index: int) -> np.random.Generator:
+        """Batch ``index``'s sampler: seeded by ``H(s0, w, e, i)``."""
+        return np.random.default_rng(schedule_seed(self.seed, self.worker, epoch, index))
+
     def sample(self, epoch: int, index: int, seeds: np.ndarray) -> Batch:
-        rng = np.random.default_rng(schedule_seed(self.seed, self.worker, epoch, index))
-        srcs, structure = sample_block_arrays(self.graph, seeds, self.fanouts, rng)
+        """One batch, sampled online (the baselines' path)."""
+        srcs, structure = sample_block_arrays(self.graph, seeds, self.fanouts,
+                                              self.rng(epoch, index))
         return Batch(epoch, index, srcs, structure)
 
     def epoch(self, epoch: int):
@@ -146,39 +153,32 @@ class Schedule:
         for i, s in enumerate(self.seeds(epoch)):
             yield self.sample(epoch, i, s)
 
+    def epoch_arrays(self, epoch: int) -> EpochArrays:
+        """All batches of the epoch in one vectorised pass (RapidGNN's precompute):
+        the same batches as :meth:`epoch` (cdfgnn/train/epoch_schedule.py)."""
+        return self.epochs_arrays([epoch])[0]
 
-def _concat(arrays: list[np.ndarray], name: str, out: dict) -> None:
-    out[name] = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-    out[name + "_off"] = np.concatenate([[0], np.cumsum([a.size for a in arrays])])
+    def epochs_arrays(self, epochs: list[int]) -> list[EpochArrays]:
+        """Several epochs in one vectorised pass (batches are independent: each has its
+        own generator), returned one :class:`EpochArrays` per epoch."""
+        seeds = [self.seeds(e) for e in epochs]
+        rngs = [self.rng(e, i) for e, sd in zip(epochs, seeds) for i in range(len(sd))]
+        flat = [s for sd in seeds for s in sd]
+        ep = sample_epoch(self.graph.indptr, self.graph.indices, flat, self.fanouts, rngs)
+        return ep.split([len(sd) for sd in seeds])
 
 
-def _split(z, name: str) -> list[np.ndarray]:
-    data, off = z[name], z[name + "_off"]
-    return [data[off[i]: off[i + 1]] for i in range(off.size - 1)]
-
-
-def write_epoch(path: Path, batches: list[Batch], owner: np.ndarray, rank: int) -> int:
-    """One epoch's metadata (blocks, input ids, locality bitmask) as one .npy-set; bytes."""
-    k = len(batches[0].structure) if batches else 0
-    out: dict[str, np.ndarray] = {}
-    for l in range(k + 1):
-        _concat([b.srcs[l] for b in batches], f"src{l}", out)
-    for l in range(k):
-        _concat([b.structure[l][0] for b in batches], f"indptr{l}", out)
-        _concat([b.structure[l][1] for b in batches], f"cols{l}", out)
-    out["remote"] = np.packbits(owner[out["src0"]] != rank) if k else np.zeros(0, np.uint8)
-    np.savez(path, **out)
-    return int(path.stat().st_size)
+def write_epoch(path: Path, batches: list[Batch] | EpochArrays, owner: np.ndarray,
+                rank: int) -> int:
+    """One epoch's metadata (blocks, input ids, locality bitmask) as one file; bytes."""
+    ep = batches if isinstance(batches, EpochArrays) else EpochArrays.from_batches(
+        [(b.srcs, b.structure) for b in batches])
+    return write_epoch_file(path, ep, owner[ep.src[0]] != rank)
 
 
 def read_epoch(path: Path, epoch: int) -> list[Batch]:
-    with np.load(path) as z:
-        k = sum(1 for n in z.files if n.startswith("indptr") and not n.endswith("_off"))
-        srcs = [_split(z, f"src{l}") for l in range(k + 1)]
-        ind = [_split(z, f"indptr{l}") for l in range(k)]
-        cols = [_split(z, f"cols{l}") for l in range(k)]
-    return [Batch(epoch, i, [s[i] for s in srcs], [(ind[l][i], cols[l][i]) for l in range(k)])
-            for i in range(len(srcs[0]))]
+    ep, _ = read_epoch_file(path)
+    return [Batch(epoch, i, srcs, structure) for i, (srcs, structure) in enumerate(ep.batches())]
 
 
 # --------------------------------------------------------------------- feature store
@@ -525,6 +525,11 @@ def assemble(cfg: TrainConfig, topology, network, results: list[dict]) -> dict[s
                  for res in results)
     train_s = float(sum(max(res["times"][e]["wall_s"] for res in results)
                         for e in range(cfg.epochs)))
+    # the same in CPU seconds of each rank's thread (not inflated by a loaded host):
+    # the rank's precompute over the CPU seconds of its training epochs, worst rank
+    train_cpu = [sum(t["cpu_s"] for t in res["times"]) for res in results]
+    pre_cpu = [res["plan"].get("precompute_cpu_s") for res in results]
+    cpu_fr = [c / t for c, t in zip(pre_cpu, train_cpu) if c is not None and t > 0]
     setup = [res["plan"].pop("plan_pull")["pull"] for res in results]
     setup_rows = sum(rows(x) for x in setup)
     mb = {
@@ -533,6 +538,9 @@ def assemble(cfg: TrainConfig, topology, network, results: list[dict]) -> dict[s
         "train_seeds": [res["train_seeds"] for res in results],
         "precompute_s": plan_s, "train_s": train_s,
         "precompute_fraction": plan_s / train_s if train_s > 0 else None,
+        "precompute_cpu_s": max((c for c in pre_cpu if c is not None), default=None),
+        "train_cpu_s": max(train_cpu, default=0.0),
+        "precompute_cpu_fraction": max(cpu_fr) if cpu_fr else None,
         "setup_rows_fetched": setup_rows,
         "setup_fetch_bytes": sum(nbytes(x) for x in setup),
         "rows_fetched_per_epoch": mean("rows_fetched"),
@@ -546,7 +554,8 @@ def assemble(cfg: TrainConfig, topology, network, results: list[dict]) -> dict[s
         "modelled_network_s": mean("modelled_network_s"),
         "exposed_network_s": mean("exposed_network_s"),
         "modelled_epoch_s": mean("modelled_s"),
-        "workers": [{**res["plan"], **res["summary"]} for res in results],
+        "workers": [{**res["plan"], **res["summary"], "train_cpu_s": tc}
+                    for res, tc in zip(results, train_cpu)],
     }
     body["minibatch"] = mb
     body["model_time"]["epoch_s"] = mb["modelled_epoch_s"]
