@@ -43,6 +43,36 @@ def test_jaca_degenerate_settings_equal_exact(graph_file, model):
     assert "halo/fwd/0" in exact["comm"]["by_tag"]
 
 
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_jaca_cached_halo_aggregate_without_dropout_equals_exact(graph_file, model):
+    """Dropout off: layer 0 multiplies the kept ``A_halo x_halo`` by W0 (no x_halo W0)."""
+    ref, _ = _run(graph_file, model=model, dropout=0.0)
+    for params in ({"cache": "input"}, {"staleness": 1},
+                   {"cache": "input", "local_capacity": 7, "shared_capacity": 0}):  # x_halo W0
+        got, rec = _run(graph_file, "jaca", params, model=model, dropout=0.0)
+        np.testing.assert_allclose(got, ref, atol=1e-5, err_msg=str(params))
+    assert rec["epochs"][-1]["hit_l0"] < 1.0
+
+
+def test_jaca_halo_aggregate_is_kept_while_the_local_rows_are(graph_file):
+    from cdfgnn.methods.jaca import Jaca
+
+    calls = []
+    real = Jaca._split
+
+    def spy(self, prop, norm):
+        calls.append((self.epoch, self._halo_agg is not None and self._halo_agg[0][2]))
+        return real(self, prop, norm)
+
+    Jaca._split = spy
+    try:
+        _run(graph_file, "jaca", {"cache": "input"}, dropout=0.0, workers=2, hosts=1)
+    finally:
+        Jaca._split = real
+    kept = [v for e, v in calls if e >= 2]
+    assert kept and len(set(kept)) == 1 and kept[0] is not False    # one version, reused
+
+
 def test_jaca_stale_cache_saves_bytes_and_records_hit_rates(graph_file):
     ref, exact = _run(graph_file)
     got, rec = _run(graph_file, "jaca", {"staleness": 10})

@@ -16,7 +16,10 @@ the result is exact: ``cache=input`` equals ``exact``); layers >= 1 cache the ha
 **messages** (``h_l W_l`` rows), which go stale. An entry received at epoch e is
 fresh while ``epoch - e < staleness`` (``staleness=1``: refresh every epoch, equal to
 ``exact``; ``staleness=0``: never refresh, the public code's default). Input
-features never go stale. ``cache=messages`` caches layer 0's messages ``x W_0`` like
+features never go stale. Without dropout the halo inputs do not change, so while the
+local tier holds all of them the receiver keeps ``A_halo x_halo`` (one row per inner
+vertex with a halo neighbour) and multiplies it by ``W_0`` each epoch instead of
+computing ``x_halo W_0`` (see :meth:`Jaca.aggregate`). ``cache=messages`` caches layer 0's messages ``x W_0`` like
 the later layers' (stale, but the receiver does no halo matmul). Backward halo gradients of layers >= 1 stay exact (every
 halo row's gradient goes back to its owner).
 
@@ -53,7 +56,7 @@ import torch
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
-from cdfgnn.models.dropout import dropout_key, dropout_mask
+from cdfgnn.models.dropout import apply_mask, dropout_key
 
 POLICIES = ("priority", "fifo", "lru", "lfu", "random")
 MB = 2 ** 20
@@ -86,6 +89,7 @@ class Pool:
         self.tick = 0
         self.next_seq = 0
         self.rows: torch.Tensor | None = None
+        self.version = 0        # bumped whenever resident rows or residency change
 
     def fresh(self, pos: np.ndarray, epoch: int, staleness: int, volatile: bool) -> np.ndarray:
         hit = self.resident[pos]
@@ -128,6 +132,7 @@ class Pool:
             keep = np.zeros(cur.size + npos.size, dtype=bool)
             keep[np.argsort(-score, kind="stable")[: self.capacity]] = True
             self.resident[cur[~keep[: cur.size]]] = False
+            self.version += 1
             admit = keep[cur.size:]
             npos, nrows, nst = npos[admit], nrows[torch.from_numpy(admit)], nst[admit]
         self.resident[npos] = True
@@ -142,6 +147,7 @@ class Pool:
         if self.rows is None:
             self.rows = torch.zeros(self.n, rows.shape[1], dtype=rows.dtype)
         self.rows[torch.from_numpy(pos)] = rows
+        self.version += 1
 
     def _scores(self, cur: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep-scores of residents and candidates (higher stays)."""
@@ -274,6 +280,12 @@ class Jaca(SyncStrategy):
         self.halo_gids = book.local_nodes[book.num_owned:].astype(np.int64)
         self.halo_ids_t = torch.from_numpy(self.halo_gids)
         self.recv = [np.asarray(i, dtype=np.int64) - self.owned for i in book.recv_idx]
+        # the halo rows are laid out by owner: peer q's rows are one block of positions
+        self.recv_blocks = [(int(r[0]), int(r[-1]) + 1) if r.size else (0, 0)
+                            for r in self.recv]
+        if any(r.size and not np.array_equal(r, np.arange(a, b))
+               for r, (a, b) in zip(self.recv, self.recv_blocks)):
+            raise CdfgnnError("method 'jaca': halo rows are not laid out by owner")
         self.send = [np.asarray(i, dtype=np.int64) for i in book.send_idx]
         self.send_gids = [book.local_nodes[i] for i in self.send]
         dph = comm.topology.devices_per_host
@@ -352,6 +364,9 @@ class Jaca(SyncStrategy):
             self.shared_pos = np.searchsorted(host_gids, self.halo_gids)
         self.counts = {l: np.zeros(3) for l in self.layers}   # requests, local, shared hits
         self._sent: dict[int, tuple] = {}    # layer -> (rows fetched here, rows sent per peer)
+        self._all_local: dict[int, bool] = {}   # layer -> every halo row a local hit this epoch
+        self._splits: dict[tuple, tuple] = {}   # (view key, norm) -> split matrices
+        self._halo_agg = None                   # ((view key, norm, version), A_halo x_halo)
         self.input_rows = [torch.from_numpy(graph.x[g]) for g in self.send_gids]
 
     # ------------------------------------------------------------ epochs
@@ -393,6 +408,17 @@ class Jaca(SyncStrategy):
 
     # ------------------------------------------------------------ sync hooks
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
+        """Layer 0 with cached input features: ``A_loc t + A_halo (x_halo W)``.
+
+        ``A`` is split once per view into its local columns and its halo columns (rows
+        with a halo neighbour only), so no ``[t; x_halo W]`` concatenation is built.
+        Without dropout the halo inputs are the same every epoch: while the local tier
+        holds every halo row unchanged (its version), ``A_halo x_halo`` is kept and the
+        layer multiplies those rows (one per inner vertex with a halo neighbour) by
+        ``W`` instead of every halo row (equal up to float rounding: ``(A X) W`` for
+        ``A (X W)``). With dropout the mask changes every epoch and ``x_halo W`` is
+        computed (the fused counter-based mask, as the owner would apply it).
+        """
         if layer != 0 or not self.cache_inputs or not prop.view.training or not prop.view.sync:
             return super().aggregate(prop, t, norm, layer)
         src = prop.message_source
@@ -403,17 +429,60 @@ class Jaca(SyncStrategy):
         weight = src[1]
         key = SyncKey(0, "fwd", "halo", True, int(self.dims[0]))
         x_halo = self.cached_rows(key, lambda q, rows: self.input_rows[q][rows], volatile=False)
-        if self.dropout > 0:
-            x_halo = x_halo * dropout_mask(self.halo_ids_t, x_halo.shape[1], self.dropout,
-                                           dropout_key(self.ctx.seed, self.epoch, 0))
-        return prop.matrix(norm) @ torch.cat([t, x_halo @ weight])
+        a_loc, a_halo, brows = self._split(prop, norm)
+        z = a_loc @ t
+        if not brows.numel():
+            return z
+        if self.dropout == 0 and self._all_local.get(0, False):
+            stamp = (prop.view.key, norm, self.local[0].version)
+            if self._halo_agg is None or self._halo_agg[0] != stamp:
+                with torch.no_grad():
+                    self._halo_agg = (stamp, a_halo.a @ x_halo)
+            part = self._halo_agg[1] @ weight
+        else:
+            if self.dropout > 0:
+                x_halo = apply_mask(x_halo, self.halo_ids_t, self.dropout,
+                                    dropout_key(self.ctx.seed, self.epoch, 0))
+            part = a_halo @ (x_halo @ weight)
+        if brows.numel() == z.shape[0]:
+            return z + part
+        return z.index_add(0, brows, part)
+
+    def _split(self, prop, norm: str) -> tuple:
+        """(local columns of A, halo columns of A over the rows that have any, those
+        rows) of the current view, built once per (view, norm)."""
+        vkey = (prop.view.key, norm)
+        got = self._splits.get(vkey)
+        if got is not None:
+            return got
+        from cdfgnn.models.propagate import SparseMatrix
+        mat = prop.matrix(norm)
+        crow = mat.a.crow_indices().numpy()
+        col, val = mat.a.col_indices().numpy(), mat.a.values().numpy()
+        rows_out, n = mat.shape[0], self.owned
+        row = np.repeat(np.arange(rows_out), np.diff(crow))
+        halo = col >= n
+
+        def csr(r, c, v, nrows, ncols):
+            ptr = np.zeros(nrows + 1, dtype=np.int64)
+            np.cumsum(np.bincount(r, minlength=nrows), out=ptr[1:])
+            return SparseMatrix(ptr, c, v, (nrows, ncols))
+
+        brows = np.unique(row[halo])
+        a_loc = csr(row[~halo], col[~halo], val[~halo], rows_out, n)
+        a_halo = csr(np.searchsorted(brows, row[halo]), col[halo] - n, val[halo],
+                     brows.size, mat.shape[1] - n)
+        got = (a_loc, a_halo, torch.from_numpy(brows))
+        self._splits[vkey] = got
+        return got
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
         if not key.training or key.layer not in self.layers or (key.layer == 0
                                                                   and self.cache_inputs):
             return super().halo_rows(prop, t, key)
         rows = self.cached_rows(key, lambda q, idx: t[self.send[q][idx]], volatile=True)
-        return [rows[torch.from_numpy(r)] if r.size else None for r in self.recv]
+        # each owner's halo rows are one contiguous block: views, not copies
+        return [rows[a:b] if b > a else None for a, b in self.recv_blocks]
 
     def halo_grads(self, prop, grad_halo: list, key: SyncKey) -> list:
         """``backward=fresh``: gradients go back for rows fetched fresh this epoch only."""
@@ -466,6 +535,7 @@ class Jaca(SyncStrategy):
             # one bit per row of each owner's list: which rows to send
             req = [np.packbits(miss[r]) if r.size else None for r in self.recv]
         self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
+        self._all_local[layer] = bool(n) and bool(hit_l.all())
         asks = self.comm.all_to_all([None if b is None else torch.from_numpy(b) for b in req],
                                     tag=f"{REQ_TAG}/{layer}")
         with self.comm.overhead("cache"):
