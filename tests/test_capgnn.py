@@ -227,3 +227,29 @@ def test_jaca_shared_tier_serves_rows_exactly(graph_file):
     row = rec["epochs"][-1]
     assert row["hit_shared_l0"] == 1.0 and row["hit_local_l0"] == 0.0
     # the process backend's shared-memory tier: tests/test_capgnn_shm.py
+
+
+def test_cross_host_drop_keeps_every_halo_on_its_host(graph_file, small_graph):
+    from cdfgnn.methods.rapa import cross_host_arcs
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.partition.book import build_books
+
+    part = partition_graph(small_graph, "metis", Topology.for_workers(4, 2), seed=0)
+    for name, params in (("rapa", {"prune": False}), ("capgnn", {})):
+        strat = build_strategy(name, {**params, "cross_host": "drop"})
+        mask = strat.prepare(small_graph, part)
+        cross = cross_host_arcs(small_graph, part)
+        assert cross.any() and not (cross & ~mask).any()            # every cross-host arc
+        assert strat.prepare_info["dropped_cross_host_arcs"] == int(cross.sum())
+        host = np.asarray(part.assignment) // 2
+        for book in build_books(small_graph, part, drop_arcs=mask):
+            halo = book.local_nodes[book.num_owned:]
+            assert (host[halo] == book.rank // 2).all()
+    ref, _ = _run(graph_file, hosts=2)
+    got, rec = _run(graph_file, "rapa", {"prune": False, "cross_host": "drop"}, hosts=2)
+    assert rec["partition"]["dropped_arcs"] > 0 and np.abs(got - ref).max() > 1e-6
+    one, _ = _run(graph_file, hosts=1)                  # one host: nothing crosses, exact
+    same, rec = _run(graph_file, "rapa", {"prune": False, "cross_host": "drop"}, hosts=1)
+    np.testing.assert_allclose(same, one, atol=1e-5)
+    assert "dropped_arcs" not in rec["partition"]
