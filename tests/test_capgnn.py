@@ -253,3 +253,18 @@ def test_cross_host_drop_keeps_every_halo_on_its_host(graph_file, small_graph):
     same, rec = _run(graph_file, "rapa", {"prune": False, "cross_host": "drop"}, hosts=1)
     np.testing.assert_allclose(same, one, atol=1e-5)
     assert "dropped_arcs" not in rec["partition"]
+
+
+def test_halo_by_hops_on_a_path():
+    from test_partition_stats import edge_cut, make_graph  # tests/ is on sys.path
+
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.partition.stats import halo_by_hops, partition_stats
+
+    g = make_graph([(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)], 6)
+    part = edge_cut(g, [0, 0, 0, 1, 1, 1], Topology(2, 1))
+    one, two = halo_by_hops(g, part, 2)
+    assert one == partition_stats(g, part)["part_halo"] == [1, 1]
+    assert two == [2, 2]                                  # {3, 4} and {1, 2}
+    with pytest.raises(CdfgnnError, match="hops=0"):
+        halo_by_hops(g, part, 0)

@@ -305,26 +305,35 @@ def _jaca_sweep(df: pd.DataFrame) -> pd.DataFrame:
 
 @report("capgnn-fig4", kind="figure", reads=("partitions",))
 def fig4(inputs, params, out, md_out) -> None:
-    """Fig. 4: halo / inner vertices against P, METIS and random, 1-hop."""
+    """Fig. 4: halo / inner vertices against P; panels METIS and random x 1-hop and
+    2-hop halos (``part_halo`` and ``part_halo_2hop`` of the partition statistics)."""
     from cdfgnn.report.render import new_figure, save_figure
 
     rows = [r for r in inputs.partition_rows if r.get("kind") == "edge"]
     if not rows:
         raise CdfgnnError("capgnn-fig4: no edge-cut partition statistics")
-    df = pd.DataFrame([{"dataset": r["dataset"], "method": r["method"], "P": r["num_parts"],
-                        "ratio": sum(r["part_halo"]) / max(sum(r["part_inner"]), 1)}
-                       for r in rows])
+    recs = []
+    for r in rows:
+        inner = max(sum(r["part_inner"]), 1)
+        for hop, key in ((1, "part_halo"), (2, "part_halo_2hop")):
+            if key in r:
+                recs.append({"dataset": r["dataset"], "method": r["method"],
+                             "P": r["num_parts"], "hops": hop, "ratio": sum(r[key]) / inner})
+    df = pd.DataFrame(recs)
     methods = sorted(df["method"].unique())
-    fig, axes = new_figure(1, len(methods), figsize=(5 * len(methods), 3.8))
-    for ax, m in zip(axes[0], methods):
-        for ds, g in df[df["method"] == m].groupby("dataset"):
-            g = g.groupby("P")["ratio"].mean()
-            ax.plot(g.index, g.values, marker="o", label=ds)
-        ax.set_title(f"{m}, 1-hop halo")
-        ax.set_xlabel("partitions P")
-        ax.set_ylabel("halo vertices / inner vertices")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+    hops = sorted(df["hops"].unique())
+    fig, axes = new_figure(len(hops), len(methods),
+                           figsize=(5 * len(methods), 3.6 * len(hops)))
+    for i, hop in enumerate(hops):
+        for ax, m in zip(axes[i], methods):
+            for ds, g in df[(df["method"] == m) & (df["hops"] == hop)].groupby("dataset"):
+                g = g.groupby("P")["ratio"].mean()
+                ax.plot(g.index, g.values, marker="o", label=ds)
+            ax.set_title(f"{m}, {hop}-hop halo")
+            ax.set_xlabel("partitions P")
+            ax.set_ylabel("halo vertices / inner vertices")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
     save_figure(fig, out)
 
 
