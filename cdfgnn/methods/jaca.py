@@ -41,7 +41,8 @@ bytes_per_vertex), |H|)`` with ``bytes_per_vertex = 4 x sum of the cached widths
 (shared; digest Q6), times ``capacity_fraction``; ``local_capacity`` /
 ``shared_capacity`` >= 0 set a count directly (sweeps).
 
-Cache lookups and inserts are timed as communication overhead (``cache``).
+Cache lookups and inserts are timed as communication overhead (``cache-check``,
+``cache-pick``, ``cache-update``; per-epoch columns ``cache_<stage>_s``).
 Hit rates per tier, layer and epoch (summed over ranks) are epoch columns:
 ``hit_l{l}``, ``hit_local_l{l}``, ``hit_shared_l{l}`` and ``hit_rate`` (all layers).
 """
@@ -61,6 +62,12 @@ from cdfgnn.models.dropout import apply_mask, dropout_key
 POLICIES = ("priority", "fifo", "lru", "lfu", "random")
 MB = 2 ** 20
 REQ_TAG = "cachereq"
+#: cache work per epoch, timed as communication-side CPU (``comm.overhead("cache-<stage>")``)
+#: and reported per epoch as ``cache_<stage>_s`` (mean over ranks; Figs. 17-18): check =
+#: the receiver's tier lookups and the owner's reading of the request bitmap, pick =
+#: assembling the halo rows from tiers and buffer and inserting the fetched ones,
+#: update = merging the staged writes into the shared tier
+STAGES = ("check", "pick", "update")
 
 
 def apply_staged(pools, entries) -> None:
@@ -374,10 +381,10 @@ class Jaca(SyncStrategy):
         super().on_epoch_start(epoch)
         if self._shm_turns and epoch > 0:
             from cdfgnn.methods.jaca_shm import merge_turns
-            with self.comm.overhead("cache"):
+            with self.comm.overhead("cache-update"):
                 merge_turns(self.comm, self.shared, self._shm_turns, self._local_index)
         elif self.shared is not None and epoch > 0:
-            with self.comm.overhead("cache"):
+            with self.comm.overhead("cache-update"):
                 self.shared.merge(epoch)
         for c in self.counts.values():
             c[:] = 0
@@ -385,11 +392,14 @@ class Jaca(SyncStrategy):
 
     def on_epoch_end(self, epoch: int, metrics: dict) -> dict:
         layers = self.layers
-        flat = torch.tensor(np.concatenate([self.counts[l] for l in layers]), dtype=torch.float64)
+        stages = [self.comm.overhead_cpu.get(f"cache-{s}", 0.0) for s in STAGES]
+        flat = torch.tensor(np.concatenate([self.counts[l] for l in layers] + [stages]),
+                            dtype=torch.float64)
         if self.comm.world_size > 1:
             self.comm.all_reduce(flat, tag="eval")
-        c = flat.numpy().reshape(len(layers), 3)
-        out = {}
+        c = flat.numpy()[:-len(STAGES)].reshape(len(layers), 3)
+        out = {f"cache_{s}_s": float(v) / self.comm.world_size
+               for s, v in zip(STAGES, flat.numpy()[-len(STAGES):])}
         for i, l in enumerate(layers):
             req = max(c[i, 0], 1.0)
             out[f"hit_local_l{l}"] = float(c[i, 1] / req)
@@ -515,7 +525,7 @@ class Jaca(SyncStrategy):
         pos = np.arange(n)
         local = self.local[layer]
         out = None
-        with self.comm.overhead("cache"):
+        with self.comm.overhead("cache-check"):
             hit_l = local.fresh(pos, epoch, s, volatile)
             local.touch(pos, hit_l)
             need = np.flatnonzero(~hit_l)
@@ -538,7 +548,7 @@ class Jaca(SyncStrategy):
         self._all_local[layer] = bool(n) and bool(hit_l.all())
         asks = self.comm.all_to_all([None if b is None else torch.from_numpy(b) for b in req],
                                     tag=f"{REQ_TAG}/{layer}")
-        with self.comm.overhead("cache"):
+        with self.comm.overhead("cache-check"):
             outgoing, sels = [], [np.zeros(0, np.int64)] * len(asks)
             for q, ask in enumerate(asks):
                 size = self.send[q].size
@@ -551,7 +561,7 @@ class Jaca(SyncStrategy):
             counts = [int(miss[r].sum()) for r in self.recv]
         fresh = self._fetch(key, outgoing, counts)
         self._sent[layer] = (miss, sels)
-        with self.comm.overhead("cache"):
+        with self.comm.overhead("cache-pick"):
             width = key.width
             if n and hit_l.all():     # steady state: the local pool holds every halo row, in order
                 return local.rows
