@@ -92,6 +92,9 @@ def test_jaca_policies_at_equal_capacity(graph_file):
                                            "capacity_fraction": 0.3}, epochs=3)
         rates[policy] = rec["epochs"][-1]["hit_rate"]
         assert 0.0 < rates[policy] < 1.0
+        row = rec["epochs"][-1]                       # cache work per stage (Fig. 18)
+        assert row["cache_check_s"] > 0 and row["cache_pick_s"] > 0
+        assert row["cache_update_s"] >= 0
     assert rates["priority"] >= min(rates.values())
 
 

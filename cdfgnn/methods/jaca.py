@@ -83,6 +83,9 @@ def apply_staged(pools, entries) -> None:
 class Pool:
     """A capacity-limited cache of rows over a fixed universe of positions."""
 
+    #: bumped whenever resident rows or residency change (this process's writes only)
+    version = 0
+
     def __init__(self, n: int, capacity: int, policy: str, priority: np.ndarray,
                  rng: np.random.Generator):
         self.n, self.capacity, self.policy = n, int(capacity), policy
@@ -96,7 +99,6 @@ class Pool:
         self.tick = 0
         self.next_seq = 0
         self.rows: torch.Tensor | None = None
-        self.version = 0        # bumped whenever resident rows or residency change
 
     def fresh(self, pos: np.ndarray, epoch: int, staleness: int, volatile: bool) -> np.ndarray:
         hit = self.resident[pos]
