@@ -501,18 +501,20 @@ class Jaca(SyncStrategy):
         if self.params["backward"] == "exact" or key.layer not in self._sent:
             return super().halo_grads(prop, grad_halo, key)
         miss, sels = self._sent[key.layer]
-        out = [g[torch.from_numpy(miss[r])] if g is not None and r.size else None
-               for g, r in zip(grad_halo, self.recv)]
-        out = [None if g is None or not g.shape[0] else g for g in out]
+        with self.comm.overhead("cache-check"):       # only the fetched rows' gradients
+            out = [g[torch.from_numpy(miss[r])] if g is not None and r.size else None
+                   for g, r in zip(grad_halo, self.recv)]
+            out = [None if g is None or not g.shape[0] else g for g in out]
         back = self._fetch(key, out, [int(s.size) for s in sels])
         full = []
-        for q, g in enumerate(back):
-            if g is None or q == self.comm.rank:
-                full.append(None)
-                continue
-            z = g.new_zeros((self.send[q].size, g.shape[1]))
-            z[torch.from_numpy(sels[q])] = g
-            full.append(z)
+        with self.comm.overhead("cache-pick"):        # back onto the owner's send list
+            for q, g in enumerate(back):
+                if g is None or q == self.comm.rank:
+                    full.append(None)
+                    continue
+                z = g.new_zeros((self.send[q].size, g.shape[1]))
+                z[torch.from_numpy(sels[q])] = g
+                full.append(z)
         return full
 
     # ------------------------------------------------------------ the cache
