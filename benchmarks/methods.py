@@ -6,13 +6,15 @@ backend); a vertex-cut method uses ``--vertex-partitioner``, an edge-cut one
 mean per-epoch CPU time minus the cache/codec CPU time (which the engine counts as
 communication, CDFGNN sec. 8), over the timed epochs. Printed per method: that
 compute time, its ratio to ``cdfgnn-baseline`` (issue 6 target: <= 1.15 for
-``cdfgnn-cache``), the cache/codec CPU time, the modelled epoch time and the vertex
+``cdfgnn-cache``), its ratio to ``exact`` when that ran (issue 9 target: <= 1.2 for
+``jaca``), the cache/codec CPU time, the modelled epoch time and the vertex
 rows sent per epoch relative to the baseline.
 
 Add a method by appending one ``(label, method, params)`` entry to :data:`METHODS`.
 
 Usage: python benchmarks/methods.py [--dataset synth-reddit] [--scale small]
        [--workers 4] [--hosts 2] [--epochs 12] [--warmup 2] [--repeats 1] [--only NAME ...]
+       [--backend thread|process]
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ METHODS: list[tuple[str, str, dict]] = [
     ("cdfgnn", "cdfgnn", {}),
     ("sancus", "sancus", {}),
     ("cagnet", "cagnet", {}),
+    ("exact", "exact", {}),
+    ("jaca", "jaca", {}),        # issue 9 target: compute / exact <= 1.2
 ]
 BASELINE = "cdfgnn-baseline"
 
@@ -42,7 +46,7 @@ def run_one(args, method: str, params: dict, seed: int) -> dict:
     cfg = TrainConfig(dataset=args.dataset, scale=args.scale, partitioner=part,
                       workers=args.workers, hosts=args.hosts, method=method,
                       method_params=dict(params), epochs=args.epochs, warmup=args.warmup,
-                      hidden=args.hidden, dropout=0.0, seed=seed, backend="thread",
+                      hidden=args.hidden, dropout=0.0, seed=seed, backend=args.backend,
                       data_root=args.data_root)
     rec = run_training(cfg)
     mt = rec["model_time"]
@@ -68,6 +72,7 @@ def main(argv=None) -> int:
     ap.add_argument("--vertex-partitioner", default="ebv")
     ap.add_argument("--edge-partitioner", default="metis")
     ap.add_argument("--only", nargs="*", help="labels to run (the baseline always runs)")
+    ap.add_argument("--backend", default="thread", choices=["thread", "process"])
     args = ap.parse_args(argv)
     todo = [m for m in METHODS if not args.only or m[0] in args.only or m[0] == BASELINE]
     results: dict[str, dict] = {}
@@ -76,13 +81,16 @@ def main(argv=None) -> int:
         results[label] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         print(f"  done {label}", file=sys.stderr, flush=True)
     base = results[BASELINE]
+    ex = results.get("exact")
     print(f"{args.dataset} scale={args.scale} P={args.workers} hosts={args.hosts} "
-          f"epochs={args.epochs} (warm-up {args.warmup}) repeats={args.repeats}")
-    print(f"{'method':<18}{'compute ms':>11}{'/baseline':>10}{'cache+codec ms':>15}"
+          f"epochs={args.epochs} (warm-up {args.warmup}) repeats={args.repeats} "
+          f"backend={args.backend}")
+    print(f"{'method':<18}{'compute ms':>11}{'/baseline':>10}{'/exact':>8}{'cache+codec ms':>15}"
           f"{'modelled ms':>12}{'rows/baseline':>14}{'test':>7}")
     for label, _, _ in todo:
         r = results[label]
         print(f"{label:<18}{1e3 * r['compute_s']:>11.1f}{r['compute_s'] / base['compute_s']:>10.3f}"
+              f"{r['compute_s'] / ex['compute_s'] if ex else float('nan'):>8.3f}"
               f"{1e3 * r['overhead_s']:>15.1f}{1e3 * r['modelled_s']:>12.1f}"
               f"{r['rows'] / base['rows'] if base['rows'] else float('nan'):>14.3f}"
               f"{r['test']:>7.3f}")

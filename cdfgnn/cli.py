@@ -108,6 +108,10 @@ def cmd_partition(args: argparse.Namespace) -> int:
             stats = partition_stats(graph, part)
             row = {"partitioner": args.label or args.partitioner, "algorithm": args.partitioner,
                    "seed": args.seed, "workers": topology.num_parts, **stats}
+            if part.kind == "edge":       # 2-hop halos (CaPGNN Fig. 4)
+                from cdfgnn.partition.stats import halo_by_hops
+                stats_hops = halo_by_hops(graph, part, 2)
+                row["part_halo_2hop"] = stats_hops[1]
             atomic_write_json(args.stats_out, row)
             bar.update(1)
     print(f"{args.partitioner} {topology.label} on {graph.name}: {part.seconds:.3f} s -> {args.out}")

@@ -43,6 +43,36 @@ def test_jaca_degenerate_settings_equal_exact(graph_file, model):
     assert "halo/fwd/0" in exact["comm"]["by_tag"]
 
 
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_jaca_cached_halo_aggregate_without_dropout_equals_exact(graph_file, model):
+    """Dropout off: layer 0 multiplies the kept ``A_halo x_halo`` by W0 (no x_halo W0)."""
+    ref, _ = _run(graph_file, model=model, dropout=0.0)
+    for params in ({"cache": "input"}, {"staleness": 1},
+                   {"cache": "input", "local_capacity": 7, "shared_capacity": 0}):  # x_halo W0
+        got, rec = _run(graph_file, "jaca", params, model=model, dropout=0.0)
+        np.testing.assert_allclose(got, ref, atol=1e-5, err_msg=str(params))
+    assert rec["epochs"][-1]["hit_l0"] < 1.0
+
+
+def test_jaca_halo_aggregate_is_kept_while_the_local_rows_are(graph_file):
+    from cdfgnn.methods.jaca import Jaca
+
+    calls = []
+    real = Jaca._split
+
+    def spy(self, prop, norm):
+        calls.append((self.epoch, self._halo_agg is not None and self._halo_agg[0][2]))
+        return real(self, prop, norm)
+
+    Jaca._split = spy
+    try:
+        _run(graph_file, "jaca", {"cache": "input"}, dropout=0.0, workers=2, hosts=1)
+    finally:
+        Jaca._split = real
+    kept = [v for e, v in calls if e >= 2]
+    assert kept and len(set(kept)) == 1 and kept[0] is not False    # one version, reused
+
+
 def test_jaca_stale_cache_saves_bytes_and_records_hit_rates(graph_file):
     ref, exact = _run(graph_file)
     got, rec = _run(graph_file, "jaca", {"staleness": 10})
@@ -62,6 +92,9 @@ def test_jaca_policies_at_equal_capacity(graph_file):
                                            "capacity_fraction": 0.3}, epochs=3)
         rates[policy] = rec["epochs"][-1]["hit_rate"]
         assert 0.0 < rates[policy] < 1.0
+        row = rec["epochs"][-1]                       # cache work per stage (Fig. 18)
+        assert row["cache_check_s"] > 0 and row["cache_pick_s"] > 0
+        assert row["cache_update_s"] >= 0
     assert rates["priority"] >= min(rates.values())
 
 
@@ -197,3 +230,44 @@ def test_jaca_shared_tier_serves_rows_exactly(graph_file):
     row = rec["epochs"][-1]
     assert row["hit_shared_l0"] == 1.0 and row["hit_local_l0"] == 0.0
     # the process backend's shared-memory tier: tests/test_capgnn_shm.py
+
+
+def test_cross_host_drop_keeps_every_halo_on_its_host(graph_file, small_graph):
+    from cdfgnn.methods.rapa import cross_host_arcs
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.partition.book import build_books
+
+    part = partition_graph(small_graph, "metis", Topology.for_workers(4, 2), seed=0)
+    for name, params in (("rapa", {"prune": False}), ("capgnn", {})):
+        strat = build_strategy(name, {**params, "cross_host": "drop"})
+        mask = strat.prepare(small_graph, part)
+        cross = cross_host_arcs(small_graph, part)
+        assert cross.any() and not (cross & ~mask).any()            # every cross-host arc
+        assert strat.prepare_info["dropped_cross_host_arcs"] == int(cross.sum())
+        host = np.asarray(part.assignment) // 2
+        for book in build_books(small_graph, part, drop_arcs=mask):
+            halo = book.local_nodes[book.num_owned:]
+            assert (host[halo] == book.rank // 2).all()
+    ref, _ = _run(graph_file, hosts=2)
+    got, rec = _run(graph_file, "rapa", {"prune": False, "cross_host": "drop"}, hosts=2)
+    assert rec["partition"]["dropped_arcs"] > 0 and np.abs(got - ref).max() > 1e-6
+    one, _ = _run(graph_file, hosts=1)                  # one host: nothing crosses, exact
+    same, rec = _run(graph_file, "rapa", {"prune": False, "cross_host": "drop"}, hosts=1)
+    np.testing.assert_allclose(same, one, atol=1e-5)
+    assert "dropped_arcs" not in rec["partition"]
+
+
+def test_halo_by_hops_on_a_path():
+    from test_partition_stats import edge_cut, make_graph  # tests/ is on sys.path
+
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.partition.stats import halo_by_hops, partition_stats
+
+    g = make_graph([(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)], 6)
+    part = edge_cut(g, [0, 0, 0, 1, 1, 1], Topology(2, 1))
+    one, two = halo_by_hops(g, part, 2)
+    assert one == partition_stats(g, part)["part_halo"] == [1, 1]
+    assert two == [2, 2]                                  # {3, 4} and {1, 2}
+    with pytest.raises(CdfgnnError, match="hops=0"):
+        halo_by_hops(g, part, 0)

@@ -16,7 +16,10 @@ the result is exact: ``cache=input`` equals ``exact``); layers >= 1 cache the ha
 **messages** (``h_l W_l`` rows), which go stale. An entry received at epoch e is
 fresh while ``epoch - e < staleness`` (``staleness=1``: refresh every epoch, equal to
 ``exact``; ``staleness=0``: never refresh, the public code's default). Input
-features never go stale. ``cache=messages`` caches layer 0's messages ``x W_0`` like
+features never go stale. Without dropout the halo inputs do not change, so while the
+local tier holds all of them the receiver keeps ``A_halo x_halo`` (one row per inner
+vertex with a halo neighbour) and multiplies it by ``W_0`` each epoch instead of
+computing ``x_halo W_0`` (see :meth:`Jaca.aggregate`). ``cache=messages`` caches layer 0's messages ``x W_0`` like
 the later layers' (stale, but the receiver does no halo matmul). Backward halo gradients of layers >= 1 stay exact (every
 halo row's gradient goes back to its owner).
 
@@ -38,7 +41,8 @@ bytes_per_vertex), |H|)`` with ``bytes_per_vertex = 4 x sum of the cached widths
 (shared; digest Q6), times ``capacity_fraction``; ``local_capacity`` /
 ``shared_capacity`` >= 0 set a count directly (sweeps).
 
-Cache lookups and inserts are timed as communication overhead (``cache``).
+Cache lookups and inserts are timed as communication overhead (``cache-check``,
+``cache-pick``, ``cache-update``; per-epoch columns ``cache_<stage>_s``).
 Hit rates per tier, layer and epoch (summed over ranks) are epoch columns:
 ``hit_l{l}``, ``hit_local_l{l}``, ``hit_shared_l{l}`` and ``hit_rate`` (all layers).
 """
@@ -53,11 +57,17 @@ import torch
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
-from cdfgnn.models.dropout import dropout_key, dropout_mask
+from cdfgnn.models.dropout import apply_mask, dropout_key
 
 POLICIES = ("priority", "fifo", "lru", "lfu", "random")
 MB = 2 ** 20
 REQ_TAG = "cachereq"
+#: cache work per epoch, timed as communication-side CPU (``comm.overhead("cache-<stage>")``)
+#: and reported per epoch as ``cache_<stage>_s`` (mean over ranks; Figs. 17-18): check =
+#: the receiver's tier lookups and the owner's reading of the request bitmap, pick =
+#: assembling the halo rows from tiers and buffer and inserting the fetched ones,
+#: update = merging the staged writes into the shared tier
+STAGES = ("check", "pick", "update")
 
 
 def apply_staged(pools, entries) -> None:
@@ -72,6 +82,9 @@ def apply_staged(pools, entries) -> None:
 
 class Pool:
     """A capacity-limited cache of rows over a fixed universe of positions."""
+
+    #: bumped whenever resident rows or residency change (this process's writes only)
+    version = 0
 
     def __init__(self, n: int, capacity: int, policy: str, priority: np.ndarray,
                  rng: np.random.Generator):
@@ -128,6 +141,7 @@ class Pool:
             keep = np.zeros(cur.size + npos.size, dtype=bool)
             keep[np.argsort(-score, kind="stable")[: self.capacity]] = True
             self.resident[cur[~keep[: cur.size]]] = False
+            self.version += 1
             admit = keep[cur.size:]
             npos, nrows, nst = npos[admit], nrows[torch.from_numpy(admit)], nst[admit]
         self.resident[npos] = True
@@ -142,6 +156,7 @@ class Pool:
         if self.rows is None:
             self.rows = torch.zeros(self.n, rows.shape[1], dtype=rows.dtype)
         self.rows[torch.from_numpy(pos)] = rows
+        self.version += 1
 
     def _scores(self, cur: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep-scores of residents and candidates (higher stays)."""
@@ -274,6 +289,12 @@ class Jaca(SyncStrategy):
         self.halo_gids = book.local_nodes[book.num_owned:].astype(np.int64)
         self.halo_ids_t = torch.from_numpy(self.halo_gids)
         self.recv = [np.asarray(i, dtype=np.int64) - self.owned for i in book.recv_idx]
+        # the halo rows are laid out by owner: peer q's rows are one block of positions
+        self.recv_blocks = [(int(r[0]), int(r[-1]) + 1) if r.size else (0, 0)
+                            for r in self.recv]
+        if any(r.size and not np.array_equal(r, np.arange(a, b))
+               for r, (a, b) in zip(self.recv, self.recv_blocks)):
+            raise CdfgnnError("method 'jaca': halo rows are not laid out by owner")
         self.send = [np.asarray(i, dtype=np.int64) for i in book.send_idx]
         self.send_gids = [book.local_nodes[i] for i in self.send]
         dph = comm.topology.devices_per_host
@@ -352,6 +373,9 @@ class Jaca(SyncStrategy):
             self.shared_pos = np.searchsorted(host_gids, self.halo_gids)
         self.counts = {l: np.zeros(3) for l in self.layers}   # requests, local, shared hits
         self._sent: dict[int, tuple] = {}    # layer -> (rows fetched here, rows sent per peer)
+        self._all_local: dict[int, bool] = {}   # layer -> every halo row a local hit this epoch
+        self._splits: dict[tuple, tuple] = {}   # (view key, norm) -> split matrices
+        self._halo_agg = None                   # ((view key, norm, version), A_halo x_halo)
         self.input_rows = [torch.from_numpy(graph.x[g]) for g in self.send_gids]
 
     # ------------------------------------------------------------ epochs
@@ -359,10 +383,10 @@ class Jaca(SyncStrategy):
         super().on_epoch_start(epoch)
         if self._shm_turns and epoch > 0:
             from cdfgnn.methods.jaca_shm import merge_turns
-            with self.comm.overhead("cache"):
+            with self.comm.overhead("cache-update"):
                 merge_turns(self.comm, self.shared, self._shm_turns, self._local_index)
         elif self.shared is not None and epoch > 0:
-            with self.comm.overhead("cache"):
+            with self.comm.overhead("cache-update"):
                 self.shared.merge(epoch)
         for c in self.counts.values():
             c[:] = 0
@@ -370,11 +394,14 @@ class Jaca(SyncStrategy):
 
     def on_epoch_end(self, epoch: int, metrics: dict) -> dict:
         layers = self.layers
-        flat = torch.tensor(np.concatenate([self.counts[l] for l in layers]), dtype=torch.float64)
+        stages = [self.comm.overhead_cpu.get(f"cache-{s}", 0.0) for s in STAGES]
+        flat = torch.tensor(np.concatenate([self.counts[l] for l in layers] + [stages]),
+                            dtype=torch.float64)
         if self.comm.world_size > 1:
             self.comm.all_reduce(flat, tag="eval")
-        c = flat.numpy().reshape(len(layers), 3)
-        out = {}
+        c = flat.numpy()[:-len(STAGES)].reshape(len(layers), 3)
+        out = {f"cache_{s}_s": float(v) / self.comm.world_size
+               for s, v in zip(STAGES, flat.numpy()[-len(STAGES):])}
         for i, l in enumerate(layers):
             req = max(c[i, 0], 1.0)
             out[f"hit_local_l{l}"] = float(c[i, 1] / req)
@@ -393,6 +420,17 @@ class Jaca(SyncStrategy):
 
     # ------------------------------------------------------------ sync hooks
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
+        """Layer 0 with cached input features: ``A_loc t + A_halo (x_halo W)``.
+
+        ``A`` is split once per view into its local columns and its halo columns (rows
+        with a halo neighbour only), so no ``[t; x_halo W]`` concatenation is built.
+        Without dropout the halo inputs are the same every epoch: while the local tier
+        holds every halo row unchanged (its version), ``A_halo x_halo`` is kept and the
+        layer multiplies those rows (one per inner vertex with a halo neighbour) by
+        ``W`` instead of every halo row (equal up to float rounding: ``(A X) W`` for
+        ``A (X W)``). With dropout the mask changes every epoch and ``x_halo W`` is
+        computed (the fused counter-based mask, as the owner would apply it).
+        """
         if layer != 0 or not self.cache_inputs or not prop.view.training or not prop.view.sync:
             return super().aggregate(prop, t, norm, layer)
         src = prop.message_source
@@ -403,35 +441,80 @@ class Jaca(SyncStrategy):
         weight = src[1]
         key = SyncKey(0, "fwd", "halo", True, int(self.dims[0]))
         x_halo = self.cached_rows(key, lambda q, rows: self.input_rows[q][rows], volatile=False)
-        if self.dropout > 0:
-            x_halo = x_halo * dropout_mask(self.halo_ids_t, x_halo.shape[1], self.dropout,
-                                           dropout_key(self.ctx.seed, self.epoch, 0))
-        return prop.matrix(norm) @ torch.cat([t, x_halo @ weight])
+        a_loc, a_halo, brows = self._split(prop, norm)
+        z = a_loc @ t
+        if not brows.numel():
+            return z
+        if self.dropout == 0 and self._all_local.get(0, False):
+            stamp = (prop.view.key, norm, self.local[0].version)
+            if self._halo_agg is None or self._halo_agg[0] != stamp:
+                with torch.no_grad():
+                    self._halo_agg = (stamp, a_halo.a @ x_halo)
+            part = self._halo_agg[1] @ weight
+        else:
+            if self.dropout > 0:
+                x_halo = apply_mask(x_halo, self.halo_ids_t, self.dropout,
+                                    dropout_key(self.ctx.seed, self.epoch, 0))
+            part = a_halo @ (x_halo @ weight)
+        if brows.numel() == z.shape[0]:
+            return z + part
+        return z.index_add(0, brows, part)
+
+    def _split(self, prop, norm: str) -> tuple:
+        """(local columns of A, halo columns of A over the rows that have any, those
+        rows) of the current view, built once per (view, norm)."""
+        vkey = (prop.view.key, norm)
+        got = self._splits.get(vkey)
+        if got is not None:
+            return got
+        from cdfgnn.models.propagate import SparseMatrix
+        mat = prop.matrix(norm)
+        crow = mat.a.crow_indices().numpy()
+        col, val = mat.a.col_indices().numpy(), mat.a.values().numpy()
+        rows_out, n = mat.shape[0], self.owned
+        row = np.repeat(np.arange(rows_out), np.diff(crow))
+        halo = col >= n
+
+        def csr(r, c, v, nrows, ncols):
+            ptr = np.zeros(nrows + 1, dtype=np.int64)
+            np.cumsum(np.bincount(r, minlength=nrows), out=ptr[1:])
+            return SparseMatrix(ptr, c, v, (nrows, ncols))
+
+        brows = np.unique(row[halo])
+        a_loc = csr(row[~halo], col[~halo], val[~halo], rows_out, n)
+        a_halo = csr(np.searchsorted(brows, row[halo]), col[halo] - n, val[halo],
+                     brows.size, mat.shape[1] - n)
+        got = (a_loc, a_halo, torch.from_numpy(brows))
+        self._splits[vkey] = got
+        return got
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
         if not key.training or key.layer not in self.layers or (key.layer == 0
                                                                   and self.cache_inputs):
             return super().halo_rows(prop, t, key)
         rows = self.cached_rows(key, lambda q, idx: t[self.send[q][idx]], volatile=True)
-        return [rows[torch.from_numpy(r)] if r.size else None for r in self.recv]
+        # each owner's halo rows are one contiguous block: views, not copies
+        return [rows[a:b] if b > a else None for a, b in self.recv_blocks]
 
     def halo_grads(self, prop, grad_halo: list, key: SyncKey) -> list:
         """``backward=fresh``: gradients go back for rows fetched fresh this epoch only."""
         if self.params["backward"] == "exact" or key.layer not in self._sent:
             return super().halo_grads(prop, grad_halo, key)
         miss, sels = self._sent[key.layer]
-        out = [g[torch.from_numpy(miss[r])] if g is not None and r.size else None
-               for g, r in zip(grad_halo, self.recv)]
-        out = [None if g is None or not g.shape[0] else g for g in out]
+        with self.comm.overhead("cache-check"):       # only the fetched rows' gradients
+            out = [g[torch.from_numpy(miss[r])] if g is not None and r.size else None
+                   for g, r in zip(grad_halo, self.recv)]
+            out = [None if g is None or not g.shape[0] else g for g in out]
         back = self._fetch(key, out, [int(s.size) for s in sels])
         full = []
-        for q, g in enumerate(back):
-            if g is None or q == self.comm.rank:
-                full.append(None)
-                continue
-            z = g.new_zeros((self.send[q].size, g.shape[1]))
-            z[torch.from_numpy(sels[q])] = g
-            full.append(z)
+        with self.comm.overhead("cache-pick"):        # back onto the owner's send list
+            for q, g in enumerate(back):
+                if g is None or q == self.comm.rank:
+                    full.append(None)
+                    continue
+                z = g.new_zeros((self.send[q].size, g.shape[1]))
+                z[torch.from_numpy(sels[q])] = g
+                full.append(z)
         return full
 
     # ------------------------------------------------------------ the cache
@@ -446,7 +529,7 @@ class Jaca(SyncStrategy):
         pos = np.arange(n)
         local = self.local[layer]
         out = None
-        with self.comm.overhead("cache"):
+        with self.comm.overhead("cache-check"):
             hit_l = local.fresh(pos, epoch, s, volatile)
             local.touch(pos, hit_l)
             need = np.flatnonzero(~hit_l)
@@ -466,9 +549,10 @@ class Jaca(SyncStrategy):
             # one bit per row of each owner's list: which rows to send
             req = [np.packbits(miss[r]) if r.size else None for r in self.recv]
         self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
+        self._all_local[layer] = bool(n) and bool(hit_l.all())
         asks = self.comm.all_to_all([None if b is None else torch.from_numpy(b) for b in req],
                                     tag=f"{REQ_TAG}/{layer}")
-        with self.comm.overhead("cache"):
+        with self.comm.overhead("cache-check"):
             outgoing, sels = [], [np.zeros(0, np.int64)] * len(asks)
             for q, ask in enumerate(asks):
                 size = self.send[q].size
@@ -481,7 +565,7 @@ class Jaca(SyncStrategy):
             counts = [int(miss[r].sum()) for r in self.recv]
         fresh = self._fetch(key, outgoing, counts)
         self._sent[layer] = (miss, sels)
-        with self.comm.overhead("cache"):
+        with self.comm.overhead("cache-pick"):
             width = key.width
             if n and hit_l.all():     # steady state: the local pool holds every halo row, in order
                 return local.rows

@@ -26,6 +26,13 @@ cost reaches halfway to the mean; it stops when the population std of the costs 
 under ``eps`` x mean, when no part changes, or after ``max_iter`` iterations.
 Without ``--devices`` every device is the same and RAPA balances the structural cost.
 ``prune=false`` drops nothing (equals ``exact``).
+
+``cross_host=drop`` (CaPGNN Table 9, the public code's multi-machine mode, digest Q24):
+every arc between parts on different hosts is dropped before RAPA runs (part i is on
+host ``i // devices_per_host``), so no halo row crosses hosts and the hosts share only
+gradients; RAPA then balances the rest. Lossy, like the pruning; the record counts
+the dropped cross-host arcs (``partition.prepare.dropped_cross_host_arcs``).
+``cross_host=keep`` (default) exchanges the halo rows across hosts exactly.
 """
 from __future__ import annotations
 
@@ -53,18 +60,31 @@ def device_ratios(profiles, p: int, alpha: float) -> dict[str, np.ndarray]:
     return out
 
 
+def cross_host_arcs(graph, part) -> np.ndarray:
+    """Bool mask over the graph's arcs whose two ends are owned by parts of different
+    hosts (part i sits on host ``i // devices_per_host``)."""
+    owner = np.asarray(part.assignment, dtype=np.int64)
+    host = owner // part.topology.devices_per_host
+    return host[graph.row_of_arcs()] != host[graph.indices]
+
+
 def rapa_prune(graph, part, profiles=None, alpha: float = 0.35, eps: float = 0.01,
-               max_iter: int = 100, recount: bool = True) -> tuple[np.ndarray, dict]:
-    """(bool mask over the graph's arcs to drop, trace) by Algorithms 2 and 3."""
+               max_iter: int = 100, recount: bool = True,
+               dropped: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+    """(bool mask over the graph's arcs to drop, trace) by Algorithms 2 and 3.
+
+    ``dropped``: arcs already gone (cross-host arcs): RAPA balances what is left, and
+    the mask it returns includes them."""
     p, n = part.num_parts, graph.num_nodes
     owner = np.asarray(part.assignment, dtype=np.int64)
     row, col = graph.row_of_arcs().astype(np.int64), graph.indices.astype(np.int64)
     deg = np.maximum(graph.degrees().astype(np.float64), 1.0)
-    cross = owner[row] != owner[col]
+    gone_before = np.zeros(row.size, dtype=bool) if dropped is None else dropped
+    cross = (owner[row] != owner[col]) & ~gone_before
     ratio = device_ratios(profiles, p, alpha)
     comm_w = (ratio["h2d"] + ratio["d2h"]) * (1 - 1 / p) + ratio["idt"] / p
     comp_e, comp_v = alpha * ratio["spmm"], (1 - alpha) * ratio["mm"]
-    e_all = np.bincount(owner[row], minlength=p).astype(np.float64)
+    e_all = np.bincount(owner[row[~gone_before]], minlength=p).astype(np.float64)
     v_inner = np.bincount(owner, minlength=p).astype(np.float64)
     # (part, halo) pairs: arcs from the part's inner vertices to the halo, and weights
     pair = owner[row[cross]] * n + col[cross]
@@ -129,9 +149,12 @@ def rapa_prune(graph, part, profiles=None, alpha: float = 0.35, eps: float = 0.0
     if drop_pairs:
         arc_pair = owner[row] * n + col
         mask = cross & np.isin(arc_pair, np.fromiter(drop_pairs, dtype=np.int64))
+    mask |= gone_before
     info = {"iterations": len(trace) - 1, "trace": trace,
             "removed_halos": int(gone.sum()), "halos": int(keys.size),
-            "dropped_cross_arcs": int(mask.sum()), "cross_arcs": int(cross.sum()),
+            "dropped_cross_arcs": int(mask.sum()),
+            "cross_arcs": int(cross.sum() + gone_before.sum()),
+            "dropped_cross_host_arcs": int(gone_before.sum()),
             "devices": None if profiles is None else [d.name for d in profiles],
             "alpha": alpha, "eps": eps}
     return mask, info
@@ -157,6 +180,10 @@ class RapaMixin:
                           doc="outer iterations of Algorithm 2 at most"),
         "recount": Param(True, bool, doc="recount R(u) after every outer iteration "
                                          "(false: once, as the public code)"),
+        "cross_host": Param("keep", str, choices=("keep", "drop"),
+                            doc="arcs between parts on different hosts: keep (exact halo "
+                                "exchange across hosts) or drop (the public code's "
+                                "multi-machine mode: no halo crosses hosts, only gradients)"),
     }
 
     def prepare(self, graph, part):
@@ -165,14 +192,17 @@ class RapaMixin:
                               f"got a {part.kind}-cut one")
         from cdfgnn.methods.jaca import halo_overlap
         overlap = halo_overlap(graph, part)
+        hosts = cross_host_arcs(graph, part) if self.params["cross_host"] == "drop" else None
+        host_info = {"cross_host": self.params["cross_host"],
+                     "dropped_cross_host_arcs": int(hosts.sum()) if hosts is not None else 0}
         if not self.params["prune"]:
-            self.prepare_info = {"rapa": None, "halo_overlap": overlap}
-            return None
+            self.prepare_info = {"rapa": None, "halo_overlap": overlap, **host_info}
+            return hosts if hosts is not None and hosts.any() else None
         from cdfgnn.comm.devices import parse_devices
         profiles = parse_devices(getattr(self, "devices", None), part.num_parts)
         mask, info = rapa_prune(graph, part, profiles, self.params["alpha"], self.params["eps"],
-                                self.params["max_iter"], self.params["recount"])
-        self.prepare_info = {"rapa": info, "halo_overlap": overlap}
+                                self.params["max_iter"], self.params["recount"], hosts)
+        self.prepare_info = {"rapa": info, "halo_overlap": overlap, **host_info}
         return mask
 
 

@@ -256,6 +256,31 @@ def partition_stats(graph: Graph, partitioning: Partitioning) -> dict[str, Any]:
     return stats
 
 
+def halo_by_hops(graph: Graph, partitioning: Partitioning, hops: int = 2) -> list[list[int]]:
+    """Edge-cut: per hop count k = 1..``hops``, per part, the vertices within k hops of
+    the part's inner vertices that it does not own (its k-hop halo; CaPGNN Fig. 4).
+    k = 1 equals ``part_halo``. One sparse product per part and hop."""
+    import scipy.sparse as sp
+
+    if partitioning.kind != "edge":
+        raise CdfgnnError(f"halo hops need an edge-cut partitioning, "
+                          f"{partitioning.method!r} is {partitioning.kind}-cut")
+    if hops < 1:
+        raise CdfgnnError(f"halo hops: hops={hops}, expected an integer >= 1")
+    owner, _ = _checked(graph, partitioning)
+    n, p = graph.num_nodes, partitioning.topology.num_parts
+    adj = sp.csr_matrix((np.ones(graph.indices.shape[0], dtype=np.float32),
+                         graph.indices, graph.indptr), shape=(n, n))
+    out = [[0] * p for _ in range(hops)]
+    for i in range(p):
+        inner = owner == i
+        reach = inner.copy()
+        for k in range(hops):
+            reach |= (adj @ reach.astype(np.float32)) > 0
+            out[k][i] = int(np.count_nonzero(reach & ~inner))
+    return out
+
+
 # ------------------------------------------------------ replication by degree
 def expected_random_replicas(degree: np.ndarray, p: int, kind: str = "vertex") -> np.ndarray:
     """Expected replicas of a vertex of each degree under a uniformly random partition.
