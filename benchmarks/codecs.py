@@ -82,6 +82,16 @@ def measure(specs: list[str], rows: int, width: int, repeats: int,
     return out
 
 
+def _thp_mode() -> str:
+    """The kernel's transparent huge page mode (the bracketed word), or 'unknown'."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            text = f.read()
+    except OSError:
+        return "unknown"
+    return text[text.find("[") + 1:text.find("]")] if "[" in text else "unknown"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=65536)
@@ -94,6 +104,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     res = measure(args.specs, args.rows, args.width, args.repeats, args.reference)
     mb = args.rows * args.width * 4 / 2 ** 20
+    print(f"transparent huge pages: {_thp_mode()} (numpy-allocated outputs use them only "
+          f"in 'always' or 'madvise' mode; without them a decode page-faults like x.clone())")
     print(f"{args.rows} x {args.width} float32 ({mb:.1f} MiB), one thread, best CPU time "
           f"of {args.repeats}; time = encode + decode (each also alone: enc, dec), "
           f"ratio = time / plain copy time")
@@ -110,7 +122,7 @@ def main(argv=None) -> None:
               f"{r['ratio_to_copy']:>9.2f}{r['wire_bytes'] / res[0]['wire_bytes']:>11.4f}  {met}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+            json.dump({"thp": _thp_mode(), "results": res}, f, indent=1)
 
 
 if __name__ == "__main__":

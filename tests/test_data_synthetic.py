@@ -50,7 +50,7 @@ def test_twin_shape_matches_spec(name):
     assert g.num_classes == spec.num_classes and g.multilabel == spec.multilabel
     n = g.num_nodes
     for mask, ratio in zip((g.train, g.val, g.test), spec.split):
-        assert abs(mask.sum() - ratio * n) <= 1
+        assert abs(mask.sum() - max(ratio * n, spec.min_split_size)) <= 1
     target = effective_avg_degree(spec, n)
     assert abs(2 * g.num_edges / n - target) <= 0.03 * target
     if spec.multilabel:
@@ -111,6 +111,24 @@ def test_twin_survives_save_load(tmp_path):
 def test_bad_scale_is_refused(scale):
     with pytest.raises(CdfgnnError, match="scale"):
         generate_twin("synth-arxiv", scale)
+
+
+def test_min_split_size_only_raises_small_splits():
+    from cdfgnn.data.synthetic import random_split
+    ratios = TWINS["synth-papers100m"].split
+    for n in (2_000, 100_000, 1_000_000):
+        plain = random_split(n, ratios, np.random.default_rng(5))
+        floor = random_split(n, ratios, np.random.default_rng(5), min_size=200)
+        for p, f, r in zip(plain, floor, ratios):
+            assert p.sum() == round(r * n) and f.sum() == max(round(r * n), 200)
+        assert not (floor[0] & floor[1]).any() and not (floor[1] & floor[2]).any()
+        assert not (floor[0] & floor[2]).any()
+    # zero ratios stay empty, and the floor never asks for more vertices than exist
+    tr, va, te = random_split(300, (0.5, 0.0, 0.01), np.random.default_rng(0), min_size=200)
+    assert (tr.sum(), va.sum(), te.sum()) == (200, 0, 100)
+    # the papers100M twin keeps the real shares once they exceed the floor
+    assert abs(ratios[0] - 1_207_179 / 111_059_956) < 1e-4
+    assert TWINS["synth-papers100m"].num_classes == 172
 
 
 def test_bad_seed_and_name_are_refused():

@@ -243,7 +243,7 @@ def test_reports_draw_from_records(tmp_path, gfile, pair):
         run_report(name, str(tmp_path / f"{name}.csv"), runs=paths,
                    md_out=str(tmp_path / f"{name}.md"))
     t2 = (tmp_path / "rapidgnn-table2.md").read_text()
-    assert "Average" in t2
+    assert "Average" in t2 and "| dataset | graph |" in t2
     claims = (tmp_path / "rapidgnn-claims.md").read_text()
     assert "same convergence" in claims and "| 0 |" in claims
     energy_md = (tmp_path / "rapidgnn-table3-energy.md").read_text()
@@ -300,3 +300,12 @@ def test_rows_counted_equal_misses_computed_offline(gfile):
         cache = top_hot(ids, cnt, int(round(0.3 * ids.size)))
         expected += sum(int((~np.isin(r, cache)).sum()) for r in remote)
     assert sum(e["rows_fetched"] for e in rec["epochs"]) == expected
+
+
+def test_table2_names_the_papers100m_like_twin():
+    from cdfgnn.data.synthetic import TWINS
+    from cdfgnn.report.rapidgnn import graph_label
+    assert graph_label("synth-papers100m") == "papers100M-like twin"
+    assert TWINS["synth-papers100m"].twin_of == "ogbn-papers100M"
+    assert graph_label("synth-products") == "products twin"
+    assert graph_label("synth-arxiv") == "synth-arxiv"

@@ -94,7 +94,7 @@ _register_real("yelp", "synth-yelp", lambda raw: real.load_graphsaint(raw, "yelp
 _register_real("amazon-products", "synth-amazon",
                lambda raw: real.load_graphsaint(raw, "amazon-products"))
 for _ogb, _twin in (("ogbn-arxiv", "synth-arxiv"), ("ogbn-products", "synth-products"),
-                    ("ogbn-papers100M", "synth-products")):
+                    ("ogbn-papers100M", "synth-papers100m")):
     _register_real(_ogb, _twin, lambda raw, _n=_ogb: real.load_ogb_nodeprop(raw, _n))
 _register_real("friendster", "synth-friendster",
                lambda raw: real.load_friendster(raw, "friendster", seed=0))

@@ -46,7 +46,10 @@ Generative model (all steps vectorised numpy, one ``SeedSequence`` per twin and 
    unit label embeddings ``E`` so labels beyond the block's typical ones are learnable.
    Friendster's twin uses pure N(0,1) features and uniform labels independent of its
    latent blocks (``meta["timing_only"]``).
-5. **Split.** A random permutation cut at the real dataset's train/val/test ratios.
+5. **Split.** A random permutation cut at the real dataset's train/val/test ratios;
+   a twin with a tiny labelled share (papers100M: 1.09% / 0.11% / 0.19%) sets
+   ``min_split_size``, the fewest vertices of each split, so that small graphs keep
+   enough labelled vertices to train and evaluate on (0, every other twin: ratios alone).
 
 ``scale`` changes only N: feature width, classes, split ratios, degree exponent and
 homophily are kept, and the average degree is kept up to ``min(d, N / 40)`` so the tiny
@@ -77,6 +80,9 @@ _TOPUP_ROUNDS = 6
 #: default community size, in units of the target average degree (module doc, step 3)
 COMMUNITY_DEGREES = 3.0
 MIN_COMMUNITY = 16
+#: synth-papers100m's fewest vertices per split (its real shares give ~22 training and
+#: ~4 test vertices at the tiny scale; docs/methods.md, "Synthetic twins")
+MIN_SPLIT_PAPERS = 200
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,7 @@ class TwinSpec:
     community_frac: float = 0.8     # P(a homophilous stub stays in its community)
     region_frac: float = 0.8        # P(any other stub stays in its source's region)
     closure_frac: float = 0.3       # fraction of the edges made by closing wedges
+    min_split_size: int = 0         # fewest vertices of each split (0: the ratios alone)
 
 
 # Real values from the digests: CDFGNN Table 1 (reddit = GraphSAINT's 0.66/0.10/0.24 split,
@@ -138,6 +145,14 @@ TWINS: dict[str, TwinSpec] = {s.name: s for s in [
     # latent blocks give Friendster's twin locality; its labels ignore them (timing only)
     TwinSpec("synth-friendster", "friendster", 64, 32, 55.06, 2.5, (0.65, 0.10, 0.25),
              homophily=0.7, feature_snr=0.0, random_features=True, real_num_nodes=65_608_366),
+    # OGB papers100M: 111,059,956 nodes, 1,615,685,872 directed citation arcs, so
+    # 2 x arcs / nodes = 29.10 if no citation is reciprocated (symmetrised, like the others);
+    # 128 features, 172 arXiv subject classes; labelled share 1.09 / 0.11 / 0.19% of the
+    # nodes (train 1,207,179, val 125,265, test 214,338). Exponent and homophily as the
+    # arxiv (citation) twin; min_split_size keeps small twins trainable (docs/methods.md).
+    TwinSpec("synth-papers100m", "ogbn-papers100M", 128, 172, 29.10, 2.6,
+             (0.01087, 0.00113, 0.00193), homophily=0.65, feature_snr=3.0, class_skew=0.8,
+             label_noise=0.2, real_num_nodes=111_059_956, min_split_size=MIN_SPLIT_PAPERS),
     TwinSpec("synth-powerlaw", None, 64, 8, 20.0, 2.2, (0.6, 0.2, 0.2),
              homophily=0.7, feature_snr=2.0, class_skew=0.5, label_noise=0.1),
 ]}
@@ -210,7 +225,7 @@ def generate_twin(name: str, scale: str | int = "small", seed: int = 0) -> Graph
                                    closure_cross_accept(spec.homophily, int(blocks.max()) + 1),
                                    r_edge)
     x = _features(spec, blocks, y, r_feat)
-    train, val, test = random_split(n, spec.split, r_split)
+    train, val, test = random_split(n, spec.split, r_split, min_size=spec.min_split_size)
     meta: dict[str, Any] = {
         # params pass through JSON so the in-memory meta equals the one read back from disk
         "generator": GENERATOR, "params": json.loads(json.dumps(asdict(spec))), "seed": int(seed),
@@ -448,15 +463,17 @@ def _features(spec: TwinSpec, blocks: np.ndarray, y: np.ndarray, rng: np.random.
     return x
 
 
-def random_split(n: int, ratios: tuple[float, float, float],
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Disjoint train/val/test masks with sizes round(ratio * n) (sum capped at n)."""
+def random_split(n: int, ratios: tuple[float, float, float], rng: np.random.Generator,
+                 min_size: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint train/val/test masks with sizes max(round(ratio * n), min_size) for each
+    ratio > 0 (sum capped at n; ``min_size`` 0 gives the plain ratios)."""
     if any(r < 0 for r in ratios) or sum(ratios) > 1 + 1e-9:
         raise CdfgnnError(f"split ratios must be >= 0 and sum to <= 1, got {ratios}")
     perm = rng.permutation(n)
-    n_tr = int(round(ratios[0] * n))
-    n_va = min(int(round(ratios[1] * n)), n - n_tr)
-    n_te = min(int(round(ratios[2] * n)), n - n_tr - n_va)
+    tr, va, te = (max(int(round(r * n)), int(min_size)) if r > 0 else 0 for r in ratios)
+    n_tr = min(tr, n)
+    n_va = min(va, n - n_tr)
+    n_te = min(te, n - n_tr - n_va)
     masks = []
     for lo, hi in ((0, n_tr), (n_tr, n_tr + n_va), (n_tr + n_va, n_tr + n_va + n_te)):
         m = np.zeros(n, dtype=bool)
