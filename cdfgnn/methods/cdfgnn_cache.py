@@ -145,6 +145,7 @@ class CdfgnnCache(CdfgnnBaseline):
     """CDFGNN's adaptive vertex cache (Algorithm 2, eqs. 6-7)."""
 
     name = "cdfgnn-cache"
+    supported_devices = ("cpu",)   # the cache state and its kernels are host-side (numba)
     PARAMS = {
         "epsilon": Param(0.001, float, check=_nonneg, expect=">= 0",
                          doc="initial relative L-inf threshold (digest Q2: nu2)"),
