@@ -587,7 +587,7 @@ class Jaca(SyncStrategy):
                 local.put(got, rows, stamps)
                 if self.shared is not None:
                     self.shared.stage(self.comm.rank, layer, "put", self.shared_pos[got],
-                                      rows.clone(), stamps)
+                                      rows, stamps)
         return out
 
     def _fetch(self, key: SyncKey, outgoing: list, counts: list) -> list:
