@@ -26,3 +26,18 @@ def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
     return offsets + np.arange(total, dtype=np.int64)
+
+
+def keep_small_rows(indptr: np.ndarray, dst: np.ndarray, fanout: int):
+    """The part of fan-out sampling that draws nothing: per row of ``dst`` its first arc
+    ``lo``, degree, kept count ``min(degree, fanout)`` and output offset ``start``; the
+    arc-id array with every arc of the rows of degree <= ``fanout`` filled in; and
+    ``big``, the rows that still have to draw."""
+    lo = indptr[dst]
+    deg = indptr[dst + 1] - lo
+    counts = np.minimum(deg, fanout)
+    start = np.cumsum(counts) - counts
+    arcs = np.empty(int(counts.sum()), dtype=np.int64)
+    full = deg <= fanout
+    arcs[ranges(start[full], counts[full])] = ranges(lo[full], counts[full])
+    return lo, deg, counts, start, arcs, np.flatnonzero(~full)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cdfgnn.arrays import ranges
+from cdfgnn.arrays import keep_small_rows
 from cdfgnn.errors import CorruptFileError
 
 VERSION = 1
@@ -135,14 +135,7 @@ def _floyd(lo: np.ndarray, deg: np.ndarray, fanout: int, draws: np.ndarray) -> n
 def _sample_layer(indptr: np.ndarray, dst: np.ndarray, row_batch: np.ndarray, nb: int,
                   fanout: int, rngs: list) -> tuple[np.ndarray, np.ndarray]:
     """Arcs kept per row and the kept arc ids (grouped by row) for rows of every batch."""
-    lo = indptr[dst]
-    deg = indptr[dst + 1] - lo
-    counts = np.minimum(deg, fanout)
-    start = np.cumsum(counts) - counts
-    arcs = np.empty(int(counts.sum()), dtype=np.int64)
-    full = deg <= fanout
-    arcs[ranges(start[full], counts[full])] = ranges(lo[full], counts[full])
-    big = np.flatnonzero(~full)
+    lo, deg, counts, start, arcs, big = keep_small_rows(indptr, dst, fanout)
     if big.size:
         per = np.bincount(row_batch[big], minlength=nb)
         draws = np.empty((fanout, big.size))

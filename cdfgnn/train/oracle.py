@@ -13,7 +13,7 @@ import time
 import numpy as np
 import torch
 
-from cdfgnn.arrays import ranges
+from cdfgnn.arrays import keep_small_rows
 from cdfgnn.data.graph import Graph
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator
 from cdfgnn.train.config import TrainConfig
@@ -87,14 +87,7 @@ def sample_arcs(indptr: np.ndarray, dst: np.ndarray, fanout: int,
     duplicate check against the row's earlier picks (work ~ rows x fanout^2 / 2,
     independent of the degrees).
     """
-    lo = indptr[dst]
-    deg = indptr[dst + 1] - lo
-    counts = np.minimum(deg, fanout)
-    start = np.cumsum(counts) - counts
-    arcs = np.empty(int(counts.sum()), dtype=np.int64)
-    full = deg <= fanout
-    arcs[ranges(start[full], counts[full])] = ranges(lo[full], counts[full])
-    big = np.flatnonzero(~full)
+    lo, deg, counts, start, arcs, big = keep_small_rows(indptr, dst, fanout)
     if big.size:
         d = deg[big]
         chosen = np.empty((big.size, fanout), dtype=np.int64)
