@@ -46,6 +46,12 @@ def _over(z, p, r, eps):
     return dm > eps * zm
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _set_bit(bitmap, base, k):
+    """Flag entry ``k`` of the peer list whose bitmap starts at byte ``base``."""
+    bitmap[base + (k >> 3)] |= np.uint8(1 << (k & 7))
+
+
 @numba.njit(cache=True, nogil=True)
 def push_changed(z, pushed, idx, off, eps, mode, bitmap, boff, out, ooff, sel, counts):
     """Mirrors (phase 1): per peer, flag the rows over the threshold in the bitmap, write
@@ -53,15 +59,14 @@ def push_changed(z, pushed, idx, off, eps, mode, bitmap, boff, out, ooff, sel, c
     to ``sel`` (from ``off[q]``), and update ``pushed`` as ``mode`` says."""
     d = z.shape[1]
     for q in range(off.shape[0] - 1):
-        for b in range(boff[q], boff[q + 1]):
-            bitmap[b] = 0
+        bitmap[boff[q]:boff[q + 1]] = 0
         lo = off[q]
         c = 0
         for k in range(off[q + 1] - lo):
             r = idx[lo + k]
             if not _over(z, pushed, r, eps):
                 continue
-            bitmap[boff[q] + (k >> 3)] |= np.uint8(1 << (k & 7))
+            _set_bit(bitmap, boff[q], k)
             o = ooff[q] + c
             sel[lo + c] = r
             for j in range(d):
@@ -121,14 +126,13 @@ def select_active(agg, active, idx, off, bitmap, boff, out, ooff, counts):
     aggregates to ``out`` (from row ``ooff[q]``)."""
     d = agg.shape[1]
     for q in range(off.shape[0] - 1):
-        for b in range(boff[q], boff[q + 1]):
-            bitmap[b] = 0
+        bitmap[boff[q]:boff[q + 1]] = 0
         lo = off[q]
         c = 0
         for k in range(off[q + 1] - lo):
             r = idx[lo + k]
             if active[r]:
-                bitmap[boff[q] + (k >> 3)] |= np.uint8(1 << (k & 7))
+                _set_bit(bitmap, boff[q], k)
                 o = ooff[q] + c
                 for j in range(d):
                     out[o, j] = agg[r, j]
