@@ -515,7 +515,10 @@ def interrupt_after(args: list[str], work: Path, pattern: str, count: int,
                 os.killpg(proc.pid, signal.SIGINT)
                 break
             time.sleep(0.2)
-        proc.wait(timeout=120)
+        # a graceful stop waits for the jobs in flight; a job inside a first-time numba
+        # compile only sees the signal when the compile returns (tens of seconds on a
+        # loaded 2-core machine), so allow minutes before calling it a hang
+        proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
