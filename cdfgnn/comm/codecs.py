@@ -362,13 +362,13 @@ def encoded_all_to_all(comm, codec: Codec, outgoing: list[torch.Tensor | None],
                 wire.append(codec.encode(t, generator))
                 rows.append(int(t.shape[0]))
     received = comm.all_to_all(wire, tag=tag, rows=rows)
-    out: list[torch.Tensor | None] = []
     with clock():
-        for q, w in enumerate(received):
-            if q == me:
-                out.append(outgoing[q])
-            elif w is None:
-                out.append(None)
-            else:
-                out.append(codec.decode(w, incoming_rows[q], width))
-    return out
+        return decode_received(received, outgoing, me,
+                               lambda q, w: codec.decode(w, incoming_rows[q], width))
+
+
+def decode_received(received: list, outgoing: list, me: int, decode) -> list:
+    """Per peer q of an encoded all_to_all: this rank's own rows as they are (they never
+    went through the codec), None where nothing came, ``decode(q, wire)`` otherwise."""
+    return [outgoing[q] if q == me else None if w is None else decode(q, w)
+            for q, w in enumerate(received)]

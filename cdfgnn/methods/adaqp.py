@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cdfgnn.comm.codecs import STOCHASTIC_BITS, get_codec
+from cdfgnn.comm.codecs import STOCHASTIC_BITS, decode_received, get_codec
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
 
@@ -143,23 +143,15 @@ class AdaQP(SyncStrategy):
                 wire.append(torch.cat([torch.tensor([b], dtype=torch.uint8), body]))
                 rows.append(sizes[q][0])
         received = self.comm.all_to_all(wire, tag=key.tag, rows=rows)
+
+        def decode(q: int, w: torch.Tensor) -> torch.Tensor:
+            n, d, body = len(incoming_idx[q]), key.width, w[1:]
+            codec = get_codec(f"stochastic-{int(w[0])}")   # the bit width leads the message
+            if codec.bits == 32:
+                return body.clone().view(torch.float32).reshape(n, d)
+            if codec.bits == 16:
+                return codec.decode(body.clone().view(torch.float16).reshape(n, d), n, d)
+            return codec.decode(body, n, d)
+
         with self.comm.overhead("codec"):
-            out = []
-            for q, w in enumerate(received):
-                if q == me:
-                    out.append(outgoing[q])
-                elif w is None:
-                    out.append(None)
-                else:
-                    b = int(w[0])
-                    n, d = len(incoming_idx[q]), key.width
-                    body = w[1:]
-                    codec = get_codec(f"stochastic-{b}")
-                    if codec.bits == 32:
-                        out.append(body.clone().view(torch.float32).reshape(n, d))
-                    elif codec.bits == 16:
-                        out.append(codec.decode(body.clone().view(torch.float16).reshape(n, d),
-                                                n, d))
-                    else:
-                        out.append(codec.decode(body, n, d))
-        return out
+            return decode_received(received, outgoing, me, decode)
