@@ -32,6 +32,7 @@ from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.gnn import GNN, Precomputed
 from cdfgnn.models.propagate import Propagator
 from cdfgnn.progress import progress
+from cdfgnn.train.optim import Adam
 
 GRAD_TAG = "grad_allreduce"
 EVAL_TAG = "eval"
@@ -162,7 +163,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     inference on rank 0, whose ``full_graph_counts(model)`` returns the metric counts,
     broadcast to every rank, instead of evaluating the parts distributedly.
     """
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     params = [p for p in model.parameters()]
     lead = parts[0].strategy
     for part in parts:  # build normalised matrices now, not in epoch 0's timing

@@ -55,6 +55,7 @@ import torch
 from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.train.config import TrainConfig
+from cdfgnn.train.optim import Adam
 from cdfgnn.train.energy import EnergyMeter
 from cdfgnn.train.epoch_schedule import (EpochArrays, read_epoch_file, sample_epoch,
                                          write_epoch_file)
@@ -315,7 +316,7 @@ def rank_main(comm, job) -> dict:
     plan["plan_wall_s"] = time.perf_counter() - t0
     plan["plan_pull"] = _counters_dict(store.counters.take())
     model = model_for(cfg, graph)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     params = list(model.parameters())
     counts_fn = full_graph_counter(graph) if r == 0 else None
     y = torch.from_numpy(graph.y)

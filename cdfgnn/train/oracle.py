@@ -17,6 +17,7 @@ from cdfgnn.arrays import keep_small_rows
 from cdfgnn.data.graph import Graph
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator
 from cdfgnn.train.config import TrainConfig
+from cdfgnn.train.optim import Adam
 from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, TrainPart, _evaluate,
                                loss_sum, run_epochs)
 from cdfgnn.train.record import device_peak_mb, reset_device_peak
@@ -160,7 +161,7 @@ def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
         from cdfgnn.errors import CdfgnnError
         raise CdfgnnError(f"--fanouts needs one value per layer ({cfg.layers}), got {cfg.fanouts}")
     model = model_for(cfg, graph)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     full = FullGraphPropagator(graph.indptr, graph.indices)
     data = full_graph_data(graph)
     train_ids = np.flatnonzero(graph.train)

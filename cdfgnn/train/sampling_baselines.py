@@ -34,6 +34,7 @@ from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator, SparseMatrix, norm_values
 from cdfgnn.train.config import TrainConfig
+from cdfgnn.train.optim import Adam
 from cdfgnn.train.loop import LocalData, LoopResult, TrainPart, loss_sum
 from cdfgnn.train.oracle import _as_dict, end_sampled_epoch, full_graph_data, one_thread
 from cdfgnn.train.worker import model_for
@@ -92,7 +93,7 @@ def _train_subgraphs(graph: Graph, cfg: TrainConfig,
     """One optimiser step per subgraph; loss = weighted sum over the subgraph's training
     vertices / their number (weights None) or / the global training count (weights)."""
     model = model_for(cfg, graph)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     full = FullGraphPropagator(graph.indptr, graph.indices)
     data = full_graph_data(graph)
     x, y, train = data.x, data.y, data.train
