@@ -55,12 +55,12 @@ import torch
 from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.optim import Adam
 from cdfgnn.train.energy import EnergyMeter
 from cdfgnn.train.epoch_schedule import (EpochArrays, read_epoch_file, sample_epoch,
                                          write_epoch_file)
 from cdfgnn.train.loop import (EVAL_TAG, GRAD_TAG, LocalData, _all_reduce_grads,
                                _reduce_scalar, loss_sum, metrics_from_counts)
+from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays, sample_block_arrays
 from cdfgnn.train.record import peak_rss_mb
 

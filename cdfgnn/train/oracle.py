@@ -17,9 +17,9 @@ from cdfgnn.arrays import keep_small_rows
 from cdfgnn.data.graph import Graph
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.optim import Adam
 from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, TrainPart, _evaluate,
                                loss_sum, run_epochs)
+from cdfgnn.train.optim import Adam
 from cdfgnn.train.record import device_peak_mb, reset_device_peak
 from cdfgnn.train.worker import model_for
 

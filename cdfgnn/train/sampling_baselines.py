@@ -34,8 +34,8 @@ from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator, SparseMatrix, norm_values
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.optim import Adam
 from cdfgnn.train.loop import LocalData, LoopResult, TrainPart, loss_sum
+from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import _as_dict, end_sampled_epoch, full_graph_data, one_thread
 from cdfgnn.train.worker import model_for
 
