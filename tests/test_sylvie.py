@@ -83,7 +83,7 @@ def test_bounded_staleness_consumes_the_latest_rows():
     got = []
     for epoch in range(5):
         strat.on_epoch_start(epoch)
-        got.append(strat.exchange(key, [torch.full((3, 2), float(epoch + 1))])[0][0, 0].item())
+        got.append(strat.send(key, [torch.full((3, 2), float(epoch + 1))])[0][0, 0].item())
     # epoch 0 stale: zeros; 1 sync: fresh; 2 stale: epoch 1's; 3 sync; 4 stale: epoch 3's
     assert got == [0.0, 2.0, 2.0, 4.0, 4.0]
     assert [strat.overlaps(e) for e in range(5)] == [True, False, True, False, True]
@@ -118,7 +118,7 @@ def test_pipegcn_smoothing_averages_the_buffer():
     for epoch, v in enumerate([2.0, 4.0, 8.0]):
         strat.on_epoch_start(epoch)
         for key in (fwd, bwd):
-            seen[key.direction].append(strat.exchange(key, [torch.tensor([[v]])])[0].item())
+            seen[key.direction].append(strat.send(key, [torch.tensor([[v]])])[0].item())
     assert seen["fwd"] == [0.0, 2.0, 4.0]              # features: unsmoothed
     assert seen["bwd"] == [0.0, 2.0, 0.5 * 2.0 + 0.5 * 4.0]
 

@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 import torch
 
-from cdfgnn.comm.codecs import CODEC_HELP, encoded_all_to_all, get_codec
+from cdfgnn.comm.codecs import CODEC_HELP, Codec, get_codec, is_identity, send_rows
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.registry import Registry
 
@@ -259,51 +259,72 @@ class SyncStrategy:
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
         """Edge-cut forward: the halo rows each peer delivers (aligned with ``recv_idx``)."""
-        return self.exchange(key, [t[i] if i.numel() else None for i in prop.send])
+        return self.send(key, [t[i] if i.numel() else None for i in prop.send])
 
     def halo_grads(self, prop, grad_halo: list, key: SyncKey) -> list:
         """Edge-cut backward: halo-row gradients each peer returns (aligned with ``send_idx``)."""
-        return self.exchange(key, grad_halo)
+        return self.send(key, grad_halo)
 
     def replica_sync(self, prop, z: torch.Tensor, layer: int, direction: str,
                      training: bool) -> torch.Tensor:
         """Vertex-cut: every replica of v gets sum over replicas (gather + scatter)."""
         key = SyncKey(layer, direction, "gather", training, int(z.shape[1]))
-        incoming = self.exchange(key, [z[i] if i.numel() else None for i in prop.send])
+        incoming = self.send(key, [z[i] if i.numel() else None for i in prop.send])
         out = z.clone()
         for q, idx in enumerate(prop.recv):
             if idx.numel() and incoming[q] is not None:
                 out.index_add_(0, idx, incoming[q])
         key = SyncKey(layer, direction, "scatter", training, int(z.shape[1]))
-        incoming = self.exchange(key, [out[i] if i.numel() else None for i in prop.recv])
+        incoming = self.send(key, [out[i] if i.numel() else None for i in prop.recv])
         for q, idx in enumerate(prop.send):
             if idx.numel() and incoming[q] is not None:
                 out[idx] = incoming[q]
         return out
 
-    def exchange(self, key: SyncKey, outgoing: list) -> list:
-        """Deliver ``outgoing[q]`` to peer q; return what each peer delivered here."""
+    def stale(self, key: SyncKey) -> bool:
+        """May this sync point use the rows received at the previous training epoch?"""
+        return False
+
+    def codec_for(self, key: SyncKey, outgoing: list) -> Codec | list[Codec]:
+        """The codec of the messages at this sync point: the method's ``codec``, or one
+        per peer (AdaQP picks a bit width per message)."""
+        return self.codec
+
+    # ------------------------------------------------------------ sending rows
+    def send(self, key: SyncKey, outgoing: list, incoming_rows: list[int] | None = None) -> list:
+        """Deliver ``outgoing[q]`` to peer q; return the rows each peer delivered here.
+
+        The one way a method moves vertex rows: encoded with ``codec_for(key, ...)``,
+        sent and decoded by :func:`cdfgnn.comm.codecs.send_rows` under ``key.tag``
+        (codec time counts as communication). A training sync point that
+        ``stale(key)`` marks delivers the rows received at the previous training epoch
+        instead (the shared stale path). ``incoming_rows[q]``: the rows peer q sends
+        here (default: the lengths of the receive lists of :meth:`index_lists`).
+        """
         if key.training and self.stale(key):
-            return self._stale_exchange(key, outgoing)
-        fresh = self.transmit(key, outgoing)
+            return self._stale_exchange(key, outgoing, incoming_rows)
+        fresh = self._transmit(key, outgoing, incoming_rows)
         if key.training and key.tag in self._stale_rows:
             # a synchronous epoch of a pipelined method (Sylvie's bounded staleness):
             # the next stale epoch consumes these rows, not older ones
             self._stale_rows[key.tag] = self.merge_stale(key, self._stale_rows[key.tag], fresh)
         return fresh
 
-    def stale(self, key: SyncKey) -> bool:
-        """May this sync point use the rows received at the previous training epoch?"""
-        return False
+    def send_encoded(self, key: SyncKey, wires: list, rows: list[int]) -> list:
+        """Messages the method encoded itself (the CDFGNN cache's fused kernels: rows and
+        a bitmap in one byte buffer), through the same primitive as they are; ``rows[q]``
+        is the vertex rows message q carries (accounted with its bytes)."""
+        return send_rows(self.comm, wires, key.tag, rows=rows)
 
-    def transmit(self, key: SyncKey, outgoing: list) -> list:
-        """Encode with the codec, all_to_all, decode (codec time counts as communication)."""
-        if self.codec.exact and self.codec.bits == 32:
-            return self.comm.all_to_all(outgoing, tag=key.tag)
-        _, incoming_idx = self.index_lists(key)
-        return encoded_all_to_all(self.comm, self.codec, outgoing,
-                                  [len(i) for i in incoming_idx], key.width,
-                                  key.tag, self.generator(key))
+    def _transmit(self, key: SyncKey, outgoing: list, incoming_rows: list[int] | None) -> list:
+        codec = self.codec_for(key, outgoing)
+        lossless = all(map(is_identity, [codec] if isinstance(codec, Codec) else codec))
+        if lossless:
+            return send_rows(self.comm, outgoing, key.tag)
+        if incoming_rows is None:
+            incoming_rows = [len(i) for i in self.index_lists(key)[1]]
+        return send_rows(self.comm, outgoing, key.tag, codec, incoming_rows=incoming_rows,
+                         width=key.width, generator=self.generator(key))
 
     # ------------------------------------------------------------ helpers
     def index_lists(self, key: SyncKey) -> tuple[list, list]:
@@ -322,14 +343,15 @@ class SyncStrategy:
                        f"{key.phase}".encode())
         return torch.Generator().manual_seed(h)
 
-    def _stale_exchange(self, key: SyncKey, outgoing: list) -> list:
+    def _stale_exchange(self, key: SyncKey, outgoing: list,
+                        incoming_rows: list[int] | None = None) -> list:
         """Send this epoch's rows; deliver those received at the previous training epoch.
 
         One shared mechanism for every pipelined method (PipeGCN, Sylvie-A, CaPGNN's
         overlap): the rows sent now are consumed one epoch later; the first epoch
         consumes zeros (Sylvie digest Q11). ``merge_stale`` may smooth the buffer.
         """
-        fresh = self.transmit(key, outgoing)
+        fresh = self._transmit(key, outgoing, incoming_rows)
         previous = self._stale_rows.get(key.tag)
         if previous is None:
             previous = [None if f is None else torch.zeros_like(f) for f in fresh]

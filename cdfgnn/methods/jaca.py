@@ -55,6 +55,7 @@ import uuid
 import numpy as np
 import torch
 
+from cdfgnn.comm.codecs import send_rows
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
 from cdfgnn.models.dropout import apply_mask, dropout_key
@@ -295,8 +296,8 @@ class Jaca(SyncStrategy):
         if any(r.size and not np.array_equal(r, np.arange(a, b))
                for r, (a, b) in zip(self.recv, self.recv_blocks)):
             raise CdfgnnError("method 'jaca': halo rows are not laid out by owner")
-        self.send = [np.asarray(i, dtype=np.int64) for i in book.send_idx]
-        self.send_gids = [book.local_nodes[i] for i in self.send]
+        self.send_lists = [np.asarray(i, dtype=np.int64) for i in book.send_idx]
+        self.send_gids = [book.local_nodes[i] for i in self.send_lists]
         dph = comm.topology.devices_per_host
         self.host = comm.rank // dph
         everyone = comm.all_gather_object((self.host, self.halo_gids,
@@ -492,7 +493,7 @@ class Jaca(SyncStrategy):
         if not key.training or key.layer not in self.layers or (key.layer == 0
                                                                   and self.cache_inputs):
             return super().halo_rows(prop, t, key)
-        rows = self.cached_rows(key, lambda q, idx: t[self.send[q][idx]], volatile=True)
+        rows = self.cached_rows(key, lambda q, idx: t[self.send_lists[q][idx]], volatile=True)
         # each owner's halo rows are one contiguous block: views, not copies
         return [rows[a:b] if b > a else None for a, b in self.recv_blocks]
 
@@ -505,14 +506,14 @@ class Jaca(SyncStrategy):
             out = [g[torch.from_numpy(miss[r])] if g is not None and r.size else None
                    for g, r in zip(grad_halo, self.recv)]
             out = [None if g is None or not g.shape[0] else g for g in out]
-        back = self._fetch(key, out, [int(s.size) for s in sels])
+        back = self.send(key, out, [int(s.size) for s in sels])
         full = []
         with self.comm.overhead("cache-pick"):        # back onto the owner's send list
             for q, g in enumerate(back):
                 if g is None or q == self.comm.rank:
                     full.append(None)
                     continue
-                z = g.new_zeros((self.send[q].size, g.shape[1]))
+                z = g.new_zeros((self.send_lists[q].size, g.shape[1]))
                 z[torch.from_numpy(sels[q])] = g
                 full.append(z)
         return full
@@ -550,12 +551,12 @@ class Jaca(SyncStrategy):
             req = [np.packbits(miss[r]) if r.size else None for r in self.recv]
         self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
         self._all_local[layer] = bool(n) and bool(hit_l.all())
-        asks = self.comm.all_to_all([None if b is None else torch.from_numpy(b) for b in req],
-                                    tag=f"{REQ_TAG}/{layer}")
+        asks = send_rows(self.comm, [None if b is None else torch.from_numpy(b) for b in req],
+                         f"{REQ_TAG}/{layer}")
         with self.comm.overhead("cache-check"):
             outgoing, sels = [], [np.zeros(0, np.int64)] * len(asks)
             for q, ask in enumerate(asks):
-                size = self.send[q].size
+                size = self.send_lists[q].size
                 if ask is None or not size or q == self.comm.rank:
                     outgoing.append(None)
                     continue
@@ -563,7 +564,7 @@ class Jaca(SyncStrategy):
                 sels[q] = sel
                 outgoing.append(values(q, sel).detach() if sel.size else None)
             counts = [int(miss[r].sum()) for r in self.recv]
-        fresh = self._fetch(key, outgoing, counts)
+        fresh = self.send(key, outgoing, counts)
         self._sent[layer] = (miss, sels)
         with self.comm.overhead("cache-pick"):
             width = key.width
@@ -589,11 +590,3 @@ class Jaca(SyncStrategy):
                     self.shared.stage(self.comm.rank, layer, "put", self.shared_pos[got],
                                       rows, stamps)
         return out
-
-    def _fetch(self, key: SyncKey, outgoing: list, counts: list) -> list:
-        """The missing rows, through the codec (accounted as the layer's halo traffic)."""
-        if self.codec.exact and self.codec.bits == 32:
-            return self.comm.all_to_all(outgoing, tag=key.tag)
-        from cdfgnn.comm.codecs import encoded_all_to_all
-        return encoded_all_to_all(self.comm, self.codec, outgoing, counts, key.width,
-                                  key.tag, self.generator(key))
