@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncStrategy, build_strategy
+from cdfgnn.methods.base import METHODS, Param, Prepared, SyncStrategy, build_strategy
 from cdfgnn.partition.api import partition_graph
 from cdfgnn.partition.base import Topology
 from cdfgnn.train.config import TrainConfig
@@ -44,10 +44,10 @@ class _DropCross(SyncStrategy):
     partition_kind = "edge"
     PARAMS = {"none": Param(False, bool)}
 
-    def prepare(self, graph, part):
+    def prepare(self, graph, part, devices=None):
         row = graph.row_of_arcs()
         mask = (part.assignment[row] == 0) & (part.assignment[graph.indices] != 0)
-        return np.zeros_like(mask) if self.params["none"] else mask
+        return Prepared(np.zeros_like(mask) if self.params["none"] else mask)
 
 
 for _cls in (_StaleEverywhere, _LocalOnly, _DropCross):

@@ -46,6 +46,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from cdfgnn.comm.codecs import CODEC_HELP, Codec, get_codec, is_identity, send_rows
@@ -125,9 +126,24 @@ class RankContext:
     seed: int = 0
     epochs: int = 1
     part: int = 0               # this part's id (== rank unless a rank holds several parts)
-    extra: dict = field(default_factory=dict)
     #: the run's device: model, data, propagator and the method's buffers live there
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    model: str = "gcn"          # the model's name (``--model``)
+    #: width of every layer's input, then the output width: (features, hidden..., classes)
+    dims: tuple[int, ...] = ()
+    dropout: float = 0.0        # the model's dropout rate
+    #: the whole Partitioning (read-only: global replica statistics), or None
+    partitioning: Any = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :meth:`SyncStrategy.prepare` decided before the books are built."""
+
+    #: bool mask over the graph's arcs (CSR order) to drop from every local graph, or None
+    drop_arcs: np.ndarray | None = None
+    #: what the run record keeps under ``partition.prepare``, or None
+    info: dict[str, Any] | None = None
 
 
 class SyncStrategy:
@@ -162,11 +178,6 @@ class SyncStrategy:
     #: the partitioner `cdfgnn compare` uses for this method (None: metis for edge-cut
     #: or kind-agnostic methods, ebv for vertex-cut ones)
     default_partitioner: str | None = None
-    #: the run's ``--devices`` (per-worker device profiles), set by the engine before
-    #: ``prepare`` (resource-aware partitioning reads it); None when not given
-    devices: str | None = None
-    #: what ``prepare`` wants in the run record (``partition.prepare``), or None
-    prepare_info: dict | None = None
     PARAMS: dict[str, Param] = {
         "codec": Param("none", str, check=_valid_codec, expect=CODEC_HELP,
                        doc="message encoding of every vertex row sent"),
@@ -214,10 +225,11 @@ class SyncStrategy:
         """Cross-parameter checks (raise CdfgnnError); single values are checked by Param."""
 
     # ----------------------------------------------------------- lifecycle
-    def prepare(self, graph, part):
-        """Once, before the books: a bool mask over the graph's arcs (CSR order) to drop
-        from every local graph, or None. Must be deterministic (every rank calls it)."""
-        return None
+    def prepare(self, graph, part, devices: str | None = None) -> Prepared:
+        """Once per run, before the books: the arcs to drop from every local graph and
+        what the record keeps of the decision. ``devices``: the run's ``--devices``
+        spec (per-worker device profiles; None when not given). Must be deterministic."""
+        return Prepared()
 
     def setup(self, ctx: RankContext) -> None:
         self.ctx, self.comm, self.book = ctx, ctx.comm, ctx.book
@@ -247,6 +259,12 @@ class SyncStrategy:
     def on_epoch_end(self, epoch: int, metrics: dict[str, float]) -> dict[str, Any]:
         """Update state from the epoch's metrics; return extra columns for the epoch row."""
         return {}
+
+    def close(self) -> None:
+        """Release what ``setup`` acquired (shared memory, host-wide registries). The
+        engine calls it once per part on every exit path of its rank: after the last
+        epoch, or after an error (then possibly after a partial ``setup``); no
+        collectives here, the peers may be gone."""
 
     # ------------------------------------------------------------ sync hooks
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:

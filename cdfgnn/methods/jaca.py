@@ -57,7 +57,7 @@ import torch
 
 from cdfgnn.comm.codecs import send_rows
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Param, Prepared, SyncKey, SyncStrategy
 from cdfgnn.models.dropout import apply_mask, dropout_key
 
 POLICIES = ("priority", "fifo", "lru", "lfu", "random")
@@ -262,22 +262,17 @@ class Jaca(SyncStrategy):
     }
 
     # ------------------------------------------------------------ setup
-    def prepare(self, graph, part):
+    def prepare(self, graph, part, devices: str | None = None) -> Prepared:
         """Drops nothing; records the overlap ratios of the halo set (Fig. 6)."""
-        if part.kind == "edge":
-            self.prepare_info = {"halo_overlap": halo_overlap(graph, part)}
-        return None
+        return Prepared(info={"halo_overlap": halo_overlap(graph, part)})
 
     def setup(self, ctx) -> None:
         super().setup(ctx)
         book, graph, comm = ctx.book, ctx.graph, ctx.comm
-        if book.kind != "edge":
-            raise CdfgnnError("method 'jaca' needs an edge-cut partitioning")
-        dims = ctx.extra.get("dims")
-        if not dims:
+        if not ctx.dims:
             raise CdfgnnError("method 'jaca': the rank context lacks the model's layer widths")
-        self.dims = list(dims)
-        self.dropout = float(ctx.extra.get("dropout", 0.0))
+        dims = self.dims = list(ctx.dims)
+        self.dropout = float(ctx.dropout)
         L = len(dims) - 1
         mode = self.params["cache"]
         self.layers = [0] + (list(range(1, L)) if mode != "input" else [])
@@ -409,15 +404,21 @@ class Jaca(SyncStrategy):
             out[f"hit_shared_l{l}"] = float(c[i, 2] / req)
             out[f"hit_l{l}"] = float((c[i, 1] + c[i, 2]) / req)
         out["hit_rate"] = float((c[:, 1] + c[:, 2]).sum() / max(c[:, 0].sum(), 1.0))
-        if epoch == self.ctx.epochs - 1 and self._shm_turns and self.shared is not None:
-            self.shared.close()
-            self.shared = None
-        elif epoch == self.ctx.epochs - 1 and self.shared is not None:
-            with _HOSTS_LOCK:
-                self.shared.users -= 1
-                if self.shared.users <= 0:
-                    _HOSTS.pop(self._host_key, None)
         return out
+
+    def close(self) -> None:
+        """Unmap the process backend's shared segment; leave the thread backend's host
+        tier (the last of its host's ranks drops it from the registry)."""
+        shared, self.shared = getattr(self, "shared", None), None
+        if shared is None:
+            return
+        if getattr(self, "_shm_turns", 0):
+            shared.close()
+            return
+        with _HOSTS_LOCK:
+            shared.users -= 1
+            if shared.users <= 0:
+                _HOSTS.pop(self._host_key, None)
 
     # ------------------------------------------------------------ sync hooks
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:

@@ -177,9 +177,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
                           f"{part.method!r} makes a {part.kind}-cut")
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
-    preparer = build_strategy(cfg.method, cfg.method_params)
-    preparer.devices = cfg.devices
-    drop_arcs = preparer.prepare(graph, part)
+    prepared = build_strategy(cfg.method, cfg.method_params).prepare(graph, part, cfg.devices)
+    drop_arcs = prepared.drop_arcs
     from cdfgnn.comm.devices import describe, factors, parse_devices
     devices = parse_devices(cfg.devices, cfg.workers)
     slow, xfer = factors(devices, cfg.workers)
@@ -199,8 +198,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     body["summary"]["estimated_memory_mb"] = estimate_mb
     if drop_arcs is not None:
         body["partition"]["dropped_arcs"] = int(np.count_nonzero(drop_arcs))
-    if preparer.prepare_info is not None:
-        body["partition"]["prepare"] = preparer.prepare_info
+    if prepared.info is not None:
+        body["partition"]["prepare"] = prepared.info
     return body
 
 
