@@ -137,6 +137,21 @@ class RankContext:
 
 
 @dataclass(frozen=True)
+class RunSpec:
+    """A run as :meth:`SyncStrategy.check_compatible` sees it: what the config says,
+    before any graph or partitioning is loaded (``TrainConfig.run_spec``)."""
+
+    model: str
+    partitioner: str            # the partitioner's registry name
+    partition_kind: str         # its kind: "edge" | "vertex" (the registry, or the file's)
+    parts: int                  # parts of the partitioning
+    workers: int                # ranks that train them
+    device: str = "cpu"
+    method_params: dict[str, Any] = field(default_factory=dict)
+    precompute_first_layer: bool = False
+
+
+@dataclass(frozen=True)
 class Prepared:
     """What :meth:`SyncStrategy.prepare` decided before the books are built."""
 
@@ -208,18 +223,57 @@ class SyncStrategy:
         return spec
 
     @classmethod
-    def check_device(cls, device: str, params: dict[str, Any] | None = None) -> None:
-        """Raise a one-line CdfgnnError unless the method (with ``params``) runs on
-        ``device``. The codecs (cdfgnn.comm.codecs) encode on the CPU, so off the CPU
-        only the identity codec is accepted."""
+    def check_compatible(cls, run: RunSpec) -> str | None:
+        """Why this method cannot run as ``run`` says, in one line naming both sides, or
+        None. Called wherever a config is validated (``TrainConfig.validate``: `cdfgnn
+        train`, ``run_training``, every run of a pipeline grid at workflow start), so an
+        impossible pairing stops before anything is loaded. The base covers the
+        declarations (partition kind, models, devices, parts per worker) and GAT's need
+        for an edge-cut; a method with conditions of its own extends it
+        (``super().check_compatible(run) or ...``)."""
+        me = f"method {cls.name!r}"
+        need = cls.partition_kind
+        if need is not None and need != run.partition_kind:
+            return (f"{me} needs a {need}-cut partitioning, partitioner {run.partitioner!r} "
+                    f"makes a {run.partition_kind}-cut")
+        models = cls.supported_models
+        if models is not None and run.model not in models:
+            return f"{me} supports models {', '.join(models)}, not {run.model!r}"
+        if run.model == "gat" and run.partition_kind != "edge":
+            return (f"model 'gat' needs an edge-cut partitioning, partitioner "
+                    f"{run.partitioner!r} makes a {run.partition_kind}-cut")
+        return cls._device_problem(run.device, run.method_params) or cls._parts_problem(run)
+
+    @classmethod
+    def _device_problem(cls, device: str, params: dict[str, Any]) -> str | None:
+        """The method (with ``params``) must run on ``device``. The codecs
+        (cdfgnn.comm.codecs) encode on the CPU, so off the CPU only the identity codec
+        is accepted."""
         kind = str(device).split(":")[0]
         if kind not in cls.supported_devices:
-            raise CdfgnnError(f"method {cls.name!r} does not run on --device {device}; "
-                              f"it supports: {', '.join(cls.supported_devices)}")
+            return (f"method {cls.name!r} does not run on --device {device}; "
+                    f"it supports: {', '.join(cls.supported_devices)}")
         codec = (params or {}).get("codec", "none")
         if kind != "cpu" and codec != "none":
-            raise CdfgnnError(f"method {cls.name!r}: codec={codec!r} encodes on the CPU only; "
-                              f"on --device {device} use codec=none")
+            return (f"method {cls.name!r}: codec={codec!r} encodes on the CPU only; "
+                    f"on --device {device} use codec=none")
+        return None
+
+    @classmethod
+    def _parts_problem(cls, run: RunSpec) -> str | None:
+        """More parts than workers: only for communication-free methods, W dividing P."""
+        p, w = run.parts, run.workers
+        if p == w:
+            return None
+        if p % w:
+            return f"--workers {w} does not divide the {p} parts of the partitioning"
+        if not cls.communication_free:
+            return (f"method {cls.name!r} exchanges rows between parts: it needs one part per "
+                    f"worker (--workers {p}), got {p} parts on {w} workers")
+        if run.precompute_first_layer:
+            return (f"--precompute-first-layer needs one part per worker, got {p} parts on "
+                    f"{w} workers (method {cls.name!r})")
+        return None
 
     def check_params(self) -> None:
         """Cross-parameter checks (raise CdfgnnError); single values are checked by Param."""

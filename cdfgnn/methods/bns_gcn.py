@@ -38,6 +38,7 @@ class BNSGCN(SyncStrategy):
 
     name = "bns-gcn"
     partition_kind = "edge"
+    supported_models = ("gcn", "sage")   # GAT's edge softmax would need the sampled halo
     PARAMS = {
         "rate": Param(0.1, float, check=lambda r: 0.0 < r <= 1.0, expect="in (0, 1]",
                       doc="probability that a boundary row is kept in an epoch"),
