@@ -8,8 +8,10 @@ coarse to fine; override only what the technique changes:
 ==========================  ==============================  ===========================
 hook                        called                          overridden by (examples)
 ==========================  ==============================  ===========================
-``prepare(graph, part)``    once, before PartitionBooks     halo pruning (RAPA): returns
-                            are built                       a mask of arcs to drop
+``check_compatible(run)``   when a config is validated      methods with conditions of
+(classmethod)               (CLI, run_training, pipeline)   their own (base: declarations)
+``prepare(graph, part,``    once, before PartitionBooks     halo pruning (RAPA): returns
+``devices)``                are built                       ``Prepared(drop_arcs, info)``
 ``setup(ctx)``              once per rank and part          every stateful method
 ``local_view(view, t)``     before every forward pass       CoFree (local degrees, no
                             (``t``: training or eval)       sync), DropEdge-K, BNS-GCN
@@ -17,16 +19,22 @@ hook                        called                          overridden by (examp
 ``aggregate(prop, ...)``    every layer's aggregation       SAR (one peer at a time)
 ``attend(prop, t, fn, l)``  every GAT layer's attention     (methods that cannot run GAT)
 ``halo_rows`` /             edge-cut sync points            broadcast peers (CAGNET,
-``halo_grads``              (forward / backward)            Sancus)
+``halo_grads``              (forward / backward)            Sancus), JACA, BNS-GCN
 ``replica_sync``            vertex-cut sync points          the CDFGNN cache
-``exchange(key, rows)``     every sync point                caches, sampling
-``stale(key)``              inside ``exchange``             PipeGCN, Sylvie-A
-``transmit(key, rows)``     inside ``exchange``             (codec: a parameter)
+``stale(key)``              inside ``send``                 PipeGCN, Sylvie-A
+``codec_for(key, rows)``    inside ``send``                 AdaQP (a width per message)
 ``overlaps(epoch)``         after every epoch               pipelined methods
 ``on_epoch_end(e, row)``    after every epoch               thresholds, statistics
 ``replica_eval_weights()``  per-part evaluation             CoFree (``eval=per-part``:
                             (``per_part_eval``)             DAR-weighted replicas)
+``close()``                 once per part, on every exit    JACA (its shared tier)
+                            path of the rank
 ==========================  ==============================  ===========================
+
+Rows travel one way only: :meth:`SyncStrategy.send` (``send_encoded`` for messages a
+method encodes itself), which calls :func:`cdfgnn.comm.codecs.send_rows` (encode,
+``all_to_all``, decode; the identity codec is the fast path) and, where ``stale(key)``
+says so, the shared stale path. It is a helper to call, not a hook to override.
 
 Rows at a sync point (``SyncKey.phase``/``direction``) map to the book's index
 lists as follows (:meth:`SyncStrategy.index_lists`): edge-cut ``halo``/``fwd``
