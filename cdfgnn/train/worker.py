@@ -153,6 +153,8 @@ def rank_main(comm, job: RankJob) -> dict:
 
 
 def _train_parts(comm, cfg: TrainConfig, graph: Graph, parts: list[TrainPart], device):
+    """The shared epoch loop over this rank's parts (one-process full-graph evaluation on
+    rank 0 when it holds several parts or the method asks for it)."""
     lead = parts[0].strategy
     full_eval = not lead.per_part_eval and (len(parts) > 1 or bool(lead.full_graph_eval))
     return run_epochs(model_for(cfg, graph, device), parts, epochs=cfg.epochs, lr=cfg.lr,
