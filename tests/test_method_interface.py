@@ -127,6 +127,20 @@ def test_accounted_bytes_are_the_packed_bytes(graph_file, small_graph, partition
     assert abs(_losses(rec)[-1] - _losses(ref)[-1]) < 0.05
 
 
+def test_methods_move_rows_only_through_the_send_primitive():
+    """Vertex rows leave a method through ``SyncStrategy.send``/``send_encoded`` or
+    ``cdfgnn.comm.codecs.send_rows``, never through a collective of their own, so the
+    primitive is the one place to count what sending costs."""
+    from pathlib import Path
+
+    import cdfgnn.methods
+
+    for path in sorted(Path(cdfgnn.methods.__file__).parent.glob("*.py")):
+        text = path.read_text()
+        for call in (".all_to_all(", "_all_to_all_impl", "all_to_all_unaccounted"):
+            assert call not in text, f"{path.name} calls {call}"
+
+
 # ------------------------------------------------------------------ stale exchange
 def test_stale_exchange_uses_last_epochs_rows(graph_file):
     ref = run_training(_cfg(graph=graph_file))
