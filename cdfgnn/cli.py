@@ -177,17 +177,8 @@ def _adopt_partition_file(cfg, args: argparse.Namespace) -> None:
 
 
 def _check_names(cfg) -> None:
-    """Unknown dataset/method/partitioner names fail before any work, listing the valid ones."""
-    from cdfgnn.methods import METHODS
-
-    if cfg.trainer == "distributed":
-        METHODS.get(cfg.method)
-        if cfg.partition_file is None:
-            from cdfgnn.partition.api import ensure_registered
-            from cdfgnn.partition.base import PARTITIONERS
-
-            ensure_registered()
-            PARTITIONERS.get(cfg.partitioner)
+    """An unknown dataset name or a missing Graph file fails before any work (method and
+    partitioner names: ``cfg.validate()``, with the method's ``check_compatible``)."""
     if cfg.graph is None:
         from cdfgnn.data.datasets import DATASETS
 

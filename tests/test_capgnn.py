@@ -241,10 +241,11 @@ def test_cross_host_drop_keeps_every_halo_on_its_host(graph_file, small_graph):
     part = partition_graph(small_graph, "metis", Topology.for_workers(4, 2), seed=0)
     for name, params in (("rapa", {"prune": False}), ("capgnn", {})):
         strat = build_strategy(name, {**params, "cross_host": "drop"})
-        mask = strat.prepare(small_graph, part)
+        prepared = strat.prepare(small_graph, part)
+        mask = prepared.drop_arcs
         cross = cross_host_arcs(small_graph, part)
         assert cross.any() and not (cross & ~mask).any()            # every cross-host arc
-        assert strat.prepare_info["dropped_cross_host_arcs"] == int(cross.sum())
+        assert prepared.info["dropped_cross_host_arcs"] == int(cross.sum())
         host = np.asarray(part.assignment) // 2
         for book in build_books(small_graph, part, drop_arcs=mask):
             halo = book.local_nodes[book.num_owned:]

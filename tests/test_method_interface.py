@@ -3,12 +3,14 @@ exchange, local views, arc pruning and many parts per worker (thread backend: th
 test-only methods below are registered in this process only)."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
 
-from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncStrategy, build_strategy
+from cdfgnn.errors import CdfgnnError, WorkerFailedError
+from cdfgnn.methods.base import METHODS, Param, Prepared, SyncStrategy, build_strategy
 from cdfgnn.partition.api import partition_graph
 from cdfgnn.partition.base import Topology
 from cdfgnn.train.config import TrainConfig
@@ -44,13 +46,34 @@ class _DropCross(SyncStrategy):
     partition_kind = "edge"
     PARAMS = {"none": Param(False, bool)}
 
-    def prepare(self, graph, part):
+    def prepare(self, graph, part, devices=None):
         row = graph.row_of_arcs()
         mask = (part.assignment[row] == 0) & (part.assignment[graph.indices] != 0)
-        return np.zeros_like(mask) if self.params["none"] else mask
+        return Prepared(np.zeros_like(mask) if self.params["none"] else mask)
 
 
-for _cls in (_StaleEverywhere, _LocalOnly, _DropCross):
+class _Closes(SyncStrategy):
+    """Records which parts were closed; part 1 may fail in setup or in epoch 1."""
+
+    name = "test-closes"
+    PARAMS = {"fail": Param("none", str, choices=("none", "setup", "epoch"))}
+    closed: list = []
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        if self.params["fail"] == "setup" and ctx.part == 1:
+            raise RuntimeError("part 1 fails in setup")
+
+    def on_epoch_start(self, epoch):
+        super().on_epoch_start(epoch)
+        if self.params["fail"] == "epoch" and epoch == 1 and self.ctx.part == 1:
+            raise RuntimeError("part 1 fails in epoch 1")
+
+    def close(self):
+        type(self).closed.append(self.ctx.part)
+
+
+for _cls in (_StaleEverywhere, _LocalOnly, _DropCross, _Closes):
     if _cls.name not in METHODS:
         METHODS.register(_cls.name)(_cls)
 
@@ -104,6 +127,20 @@ def test_accounted_bytes_are_the_packed_bytes(graph_file, small_graph, partition
     assert abs(_losses(rec)[-1] - _losses(ref)[-1]) < 0.05
 
 
+def test_methods_move_rows_only_through_the_send_primitive():
+    """Vertex rows leave a method through ``SyncStrategy.send``/``send_encoded`` or
+    ``cdfgnn.comm.codecs.send_rows``, never through a collective of their own, so the
+    primitive is the one place to count what sending costs."""
+    from pathlib import Path
+
+    import cdfgnn.methods
+
+    for path in sorted(Path(cdfgnn.methods.__file__).parent.glob("*.py")):
+        text = path.read_text()
+        for call in (".all_to_all(", "_all_to_all_impl", "all_to_all_unaccounted"):
+            assert call not in text, f"{path.name} calls {call}"
+
+
 # ------------------------------------------------------------------ stale exchange
 def test_stale_exchange_uses_last_epochs_rows(graph_file):
     ref = run_training(_cfg(graph=graph_file))
@@ -126,6 +163,32 @@ def test_prepare_drops_arcs_and_an_empty_mask_is_exact(graph_file):
     cut = run_training(_cfg(graph=graph_file, method="test-drop"))
     assert cut["partition"]["dropped_arcs"] > 0
     assert cut["comm"]["per_epoch"]["rows_sent"] < ref["comm"]["per_epoch"]["rows_sent"]
+
+
+# ------------------------------------------------------------------ prepare, close
+def test_prepare_is_typed_and_gets_the_devices(graph_file, small_graph):
+    part = partition_graph(small_graph, "metis", Topology(1, 4), seed=0)
+    prepared = build_strategy("rapa").prepare(small_graph, part, "x4")
+    assert isinstance(prepared, Prepared) and prepared.drop_arcs.dtype == bool
+    from cdfgnn.comm.devices import parse_devices
+    assert prepared.info["rapa"]["devices"] == [d.name for d in parse_devices("x4", 4)]
+    assert build_strategy("exact").prepare(small_graph, part) == Prepared()
+
+
+@pytest.mark.parametrize("fail", ["none", "setup", "epoch"])
+def test_every_part_is_closed_on_every_exit_path(graph_file, fail):
+    _Closes.closed = []
+    cfg = _cfg(graph=graph_file, method="test-closes", method_params={"fail": fail})
+    if fail == "none":
+        run_training(cfg)
+    else:
+        with pytest.raises(WorkerFailedError, match=f"rank 1 failed: RuntimeError: part 1 "
+                                                    f"fails in {fail}"):
+            run_training(cfg)
+    deadline = time.monotonic() + 60   # aborted peers unwind after the failure is reported
+    while len(_Closes.closed) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(_Closes.closed) == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------------ many parts per worker

@@ -331,6 +331,10 @@ class KindPlugins(Plugins):
         if name not in self.KINDS:
             super().check_method(name, params)
 
+    def check_run(self, options, parts):
+        if options["method"] not in self.KINDS:
+            super().check_run(options, parts)
+
 
 def _compat_config(partitioners, methods):
     cfg = load("smoke")

@@ -99,10 +99,10 @@ def test_corrupt_partition_file(tmp_path, graph_file):
 class _DiesOnRank2(SyncStrategy):
     name = "test-dies"
 
-    def exchange(self, key, outgoing):
+    def send(self, key, outgoing, incoming_rows=None):
         if self.comm.rank == 2 and key.direction == "bwd":
             raise RuntimeError("simulated worker crash")
-        return super().exchange(key, outgoing)
+        return super().send(key, outgoing, incoming_rows)
 
 
 if "test-dies" not in METHODS:

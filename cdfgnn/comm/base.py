@@ -129,6 +129,13 @@ class Communicator(ABC):
                 self.stats.add(tag, dst, t.numel() * t.element_size(), 1, n)
         return self._timed(tag, self._all_to_all_impl, tensors)
 
+    def all_to_all_unaccounted(self, tensors: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+        """``all_to_all`` that is neither counted nor timed: diagnostics beside a run
+        (the CDFGNN cache's exact shadow sync), never the run's own traffic."""
+        if len(tensors) != self.world_size:
+            raise ValueError(f"all_to_all needs {self.world_size} entries, got {len(tensors)}")
+        return self._all_to_all_impl(tensors)
+
     def all_reduce(self, tensor: torch.Tensor, tag: str = "all_reduce") -> torch.Tensor:
         """Sum ``tensor`` over ranks (in place) and return it; every rank gets the same bits."""
         p = self.world_size

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
+from typing import Sequence
 
 import math
 import re
@@ -333,38 +334,67 @@ def get_codec(spec: str | Codec | None) -> Codec:
     return codec
 
 
-def encoded_all_to_all(comm, codec: Codec, outgoing: list[torch.Tensor | None],
-                       incoming_rows: list[int], width: int, tag: str,
-                       generator: torch.Generator | None = None,
-                       timer: str | None = "codec") -> list[torch.Tensor | None]:
-    """``comm.all_to_all`` of ``outgoing[q]`` encoded with ``codec``; returns decoded rows.
+def is_identity(codec: Codec) -> bool:
+    """Does ``codec`` send the float32 rows themselves (nothing to encode or decode)?"""
+    return codec.exact and codec.bits == 32
 
-    ``incoming_rows[q]`` is how many rows peer q sends here (receivers know their halo
-    or replica lists, so no shape header travels); ``width`` is the row width, the same
-    on every rank at a sync point. The accounted bytes are the encoded buffers' bytes
-    and the accounted rows the rows they carry. Encoding and decoding (not the
-    collective itself, which the network model prices) are timed as
-    ``comm.overhead(timer)``: communication work done on this rank's thread.
+
+IDENTITY = Codec()
+
+
+def send_rows(comm, outgoing: list[torch.Tensor | None], tag: str,
+              codec: Codec | Sequence[Codec] = IDENTITY, *,
+              incoming_rows: Sequence[int] | None = None, width: int = 0,
+              generator: torch.Generator | None = None, rows: Sequence[int] | None = None,
+              timer: str | None = "codec", accounted: bool = True) -> list[torch.Tensor | None]:
+    """The one primitive that moves vertex rows between ranks: encode, all_to_all, decode.
+
+    ``outgoing[q]`` goes to rank q (None: nothing); returns what each rank sent here,
+    decoded (this rank's own entry as it is: it never goes through the codec).
+
+    * ``codec``: one for every message, or one per peer (message q is encoded with
+      ``codec[q]`` and what peer q sent is decoded with ``codec[q]``, so a per-peer
+      codec must read its parameters from the wire: AdaQP's width travels in a header
+      byte). The identity codec (``none``) is the fast path: the rows travel as they are.
+    * ``incoming_rows[q]`` (lossy codecs): how many rows peer q sends here (receivers
+      know their halo or replica lists, so no shape header travels); ``width`` is the
+      row width, the same on every rank at a sync point.
+    * ``rows[q]``: the vertex rows message q carries, for messages a method encoded
+      itself (the CDFGNN cache's fused kernels: rows + bitmap in one byte buffer);
+      they travel as they are, accounted with these row counts.
+    * ``accounted=False``: a diagnostic exchange (the cache's exact shadow sync),
+      neither counted nor timed.
+
+    The accounted bytes are the encoded buffers' bytes and the accounted rows the rows
+    they carry. Encoding and decoding (not the collective itself, which the network
+    model prices) are timed as ``comm.overhead(timer)``: communication work done on
+    this rank's thread.
     """
-    if codec.exact and codec.bits == 32:
-        return comm.all_to_all(outgoing, tag=tag)
+    codecs = ([codec] * len(outgoing) if isinstance(codec, Codec) else list(codec))
+    if not accounted:
+        return comm.all_to_all_unaccounted(outgoing)
+    if rows is not None or all(is_identity(c) for c in codecs):
+        return comm.all_to_all(outgoing, tag=tag, rows=None if rows is None else list(rows))
+    if incoming_rows is None:
+        raise ValueError(f"send_rows {tag}: a lossy codec needs incoming_rows to decode")
+
     def clock():
         return comm.overhead(timer) if timer else nullcontext()
 
     me = comm.rank
-    wire, rows = [], []
+    wire, counts = [], []
     with clock():
         for q, t in enumerate(outgoing):
             if t is None or t.numel() == 0 or q == me:
                 wire.append(t if q == me else None)
-                rows.append(0)
+                counts.append(0)
             else:
-                wire.append(codec.encode(t, generator))
-                rows.append(int(t.shape[0]))
-    received = comm.all_to_all(wire, tag=tag, rows=rows)
+                wire.append(codecs[q].encode(t, generator))
+                counts.append(int(t.shape[0]))
+    received = comm.all_to_all(wire, tag=tag, rows=counts)
     with clock():
         return decode_received(received, outgoing, me,
-                               lambda q, w: codec.decode(w, incoming_rows[q], width))
+                               lambda q, w: codecs[q].decode(w, incoming_rows[q], width))
 
 
 def decode_received(received: list, outgoing: list, me: int, decode) -> list:

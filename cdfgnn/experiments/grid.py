@@ -120,6 +120,13 @@ class Plugins:
 
         TrainConfig(**options).validate()
 
+    def check_run(self, options: Mapping[str, Any], parts: int) -> None:
+        """One distributed run's `cdfgnn train` options pass TrainConfig's checks, the
+        method's ``check_compatible`` among them (``parts``: the topology's parts)."""
+        from cdfgnn.train.config import TrainConfig
+
+        TrainConfig(**options).validate(parts=parts)
+
 
 @dataclass(frozen=True)
 class PartitionJob:
@@ -237,6 +244,7 @@ class Grid:
                    f"methods.{label}.params")
         for name, exp in self.experiments.items():
             self._check_experiment(name, exp)
+        self._check_runs()
         for name, ps in self.partition_sets.items():
             where = f"partition_sets.{name}"
             self._refs(ps.get("partitioners", []), self.partitioners, f"{where}.partitioners", "partitioners")
@@ -288,6 +296,35 @@ class Grid:
                                 for p in parts})
                 raise CdfgnnError(f"{where}.methods: method {m!r} needs a {need}-cut partitioner, "
                                   f"but {where}.partitioners {parts} are all {'/'.join(kinds)}-cut")
+
+    def _check_runs(self) -> None:
+        """Every distributed run of every experiment passes the checks `cdfgnn train`
+        makes before it starts (a method's ``check_compatible``: model, devices, parts
+        per worker, ...), so an impossible pairing stops the workflow at its start. The
+        dataset and seed do not change the answer: one check per (experiment,
+        partitioner, topology, method)."""
+        seen = set()
+        for run in self.all_runs():
+            key = (run.experiment, run.partitioner, run.topology, run.method)
+            if run.trainer != DISTRIBUTED or key in seen:
+                continue
+            seen.add(key)
+            _named(lambda: self.plugins.check_run(self.run_options(run),
+                                                  Topology.parse(run.topology).num_parts),
+                   f"experiments.{run.experiment}: run {run.partitioner}/{run.topology}/"
+                   f"{run.method}")
+
+    def run_options(self, run: RunJob) -> dict[str, Any]:
+        """The TrainConfig fields of a distributed run (what its `cdfgnn train` flags say,
+        apart from the files)."""
+        method, part = self.methods[run.method], self.partitioners[run.partitioner]
+        workers, hosts = self.run_workers(run.experiment, run.topology)
+        train = self.experiments[run.experiment].get("train") or {}
+        return {**{k: v for k, v in train.items() if v is not None},
+                "dataset": run.dataset, "seed": run.seed,
+                "method": method["name"], "method_params": dict(method.get("params") or {}),
+                "partitioner": part["name"], "partition_params": dict(part.get("params") or {}),
+                "workers": workers, "hosts": hosts}
 
     def _check_output(self, out: Output) -> None:
         where = out.where

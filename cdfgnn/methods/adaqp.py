@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cdfgnn.comm.codecs import STOCHASTIC_BITS, decode_received, get_codec
+from cdfgnn.comm.codecs import STOCHASTIC_BITS, Codec, get_codec
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
 
@@ -112,11 +112,11 @@ class AdaQP(SyncStrategy):
         return {"adaqp_mean_bits": (sum(b * c for b, c in self.bit_counts.items()) / total)
                 if total else 0.0}
 
-    def transmit(self, key: SyncKey, outgoing: list) -> list:
+    def codec_for(self, key: SyncKey, outgoing: list) -> Codec | list[Codec]:
+        """One stochastic codec per message, its width from the greedy assignment."""
         if self.bits == [32]:
-            return self.comm.all_to_all(outgoing, tag=key.tag)
+            return self.codec
         me = self.comm.rank
-        _, incoming_idx = self.index_lists(key)
         with self.comm.overhead("codec"):
             sizes, rsq = [], []
             for q, t in enumerate(outgoing):
@@ -128,30 +128,37 @@ class AdaQP(SyncStrategy):
                     sizes.append((int(t.shape[0]), int(t.shape[1])))
                     rsq.append(float((r * r).sum()))
             widths = assign_bits(rsq, sizes, self.link_cost, self.bits, self.params["budget"])
-            gen = self.generator(key)
-            wire, rows = [], []
-            for q, t in enumerate(outgoing):
-                if not widths[q]:
-                    wire.append(t if q == me else None)
-                    rows.append(0)
-                    continue
-                b = widths[q]
-                self.bit_counts[b] = self.bit_counts.get(b, 0) + t.numel()
-                body = get_codec(f"stochastic-{b}").encode(t, gen)
-                if body.dtype != torch.uint8:
-                    body = body.contiguous().view(torch.uint8).reshape(-1)
-                wire.append(torch.cat([torch.tensor([b], dtype=torch.uint8), body]))
-                rows.append(sizes[q][0])
-        received = self.comm.all_to_all(wire, tag=key.tag, rows=rows)
+            for q, b in enumerate(widths):
+                if b:
+                    self.bit_counts[b] = self.bit_counts.get(b, 0) + outgoing[q].numel()
+        return [_WidthInHeader(b or self.bits[0]) for b in widths]
 
-        def decode(q: int, w: torch.Tensor) -> torch.Tensor:
-            n, d, body = len(incoming_idx[q]), key.width, w[1:]
-            codec = get_codec(f"stochastic-{int(w[0])}")   # the bit width leads the message
-            if codec.bits == 32:
-                return body.clone().view(torch.float32).reshape(n, d)
-            if codec.bits == 16:
-                return codec.decode(body.clone().view(torch.float16).reshape(n, d), n, d)
-            return codec.decode(body, n, d)
 
-        with self.comm.overhead("codec"):
-            return decode_received(received, outgoing, me, decode)
+class _WidthInHeader(Codec):
+    """``stochastic-b`` with b in a one-byte header (accounted with the message), so the
+    receiver decodes without an extra round."""
+
+    exact = False
+
+    def __init__(self, bits: int):
+        self.bits = bits
+        self.spec = f"adaqp-{bits}"
+        self.body = get_codec(f"stochastic-{bits}")
+
+    def encode(self, rows: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        body = self.body.encode(rows, generator)
+        if body.dtype != torch.uint8:
+            body = body.contiguous().view(torch.uint8).reshape(-1)
+        return torch.cat([torch.tensor([self.bits], dtype=torch.uint8), body])
+
+    def decode(self, wire: torch.Tensor, n: int, d: int) -> torch.Tensor:
+        body = wire[1:]
+        codec = get_codec(f"stochastic-{int(wire[0])}")   # the sender's width leads
+        if codec.bits == 32:
+            return body.clone().view(torch.float32).reshape(n, d)
+        if codec.bits == 16:
+            return codec.decode(body.clone().view(torch.float16).reshape(n, d), n, d)
+        return codec.decode(body, n, d)
+
+    def wire_bytes(self, n: int, d: int) -> int:
+        return 1 + self.body.wire_bytes(n, d)

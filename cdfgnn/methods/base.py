@@ -8,8 +8,10 @@ coarse to fine; override only what the technique changes:
 ==========================  ==============================  ===========================
 hook                        called                          overridden by (examples)
 ==========================  ==============================  ===========================
-``prepare(graph, part)``    once, before PartitionBooks     halo pruning (RAPA): returns
-                            are built                       a mask of arcs to drop
+``check_compatible(run)``   when a config is validated      methods with conditions of
+(classmethod)               (CLI, run_training, pipeline)   their own (base: declarations)
+``prepare(graph, part,``    once, before PartitionBooks     halo pruning (RAPA): returns
+``devices)``                are built                       ``Prepared(drop_arcs, info)``
 ``setup(ctx)``              once per rank and part          every stateful method
 ``local_view(view, t)``     before every forward pass       CoFree (local degrees, no
                             (``t``: training or eval)       sync), DropEdge-K, BNS-GCN
@@ -17,16 +19,22 @@ hook                        called                          overridden by (examp
 ``aggregate(prop, ...)``    every layer's aggregation       SAR (one peer at a time)
 ``attend(prop, t, fn, l)``  every GAT layer's attention     (methods that cannot run GAT)
 ``halo_rows`` /             edge-cut sync points            broadcast peers (CAGNET,
-``halo_grads``              (forward / backward)            Sancus)
+``halo_grads``              (forward / backward)            Sancus), JACA, BNS-GCN
 ``replica_sync``            vertex-cut sync points          the CDFGNN cache
-``exchange(key, rows)``     every sync point                caches, sampling
-``stale(key)``              inside ``exchange``             PipeGCN, Sylvie-A
-``transmit(key, rows)``     inside ``exchange``             (codec: a parameter)
+``stale(key)``              inside ``send``                 PipeGCN, Sylvie-A
+``codec_for(key, rows)``    inside ``send``                 AdaQP (a width per message)
 ``overlaps(epoch)``         after every epoch               pipelined methods
 ``on_epoch_end(e, row)``    after every epoch               thresholds, statistics
 ``replica_eval_weights()``  per-part evaluation             CoFree (``eval=per-part``:
                             (``per_part_eval``)             DAR-weighted replicas)
+``close()``                 once per part, on every exit    JACA (its shared tier)
+                            path of the rank
 ==========================  ==============================  ===========================
+
+Rows travel one way only: :meth:`SyncStrategy.send` (``send_encoded`` for messages a
+method encodes itself), which calls :func:`cdfgnn.comm.codecs.send_rows` (encode,
+``all_to_all``, decode; the identity codec is the fast path) and, where ``stale(key)``
+says so, the shared stale path. It is a helper to call, not a hook to override.
 
 Rows at a sync point (``SyncKey.phase``/``direction``) map to the book's index
 lists as follows (:meth:`SyncStrategy.index_lists`): edge-cut ``halo``/``fwd``
@@ -46,9 +54,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
-from cdfgnn.comm.codecs import CODEC_HELP, encoded_all_to_all, get_codec
+from cdfgnn.comm.codecs import CODEC_HELP, Codec, get_codec, is_identity, send_rows
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.registry import Registry
 
@@ -125,9 +134,39 @@ class RankContext:
     seed: int = 0
     epochs: int = 1
     part: int = 0               # this part's id (== rank unless a rank holds several parts)
-    extra: dict = field(default_factory=dict)
     #: the run's device: model, data, propagator and the method's buffers live there
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    model: str = "gcn"          # the model's name (``--model``)
+    #: width of every layer's input, then the output width: (features, hidden..., classes)
+    dims: tuple[int, ...] = ()
+    dropout: float = 0.0        # the model's dropout rate
+    #: the whole Partitioning (read-only: global replica statistics), or None
+    partitioning: Any = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run as :meth:`SyncStrategy.check_compatible` sees it: what the config says,
+    before any graph or partitioning is loaded (``TrainConfig.run_spec``)."""
+
+    model: str
+    partitioner: str            # the partitioner's registry name
+    partition_kind: str         # its kind: "edge" | "vertex" (the registry, or the file's)
+    parts: int                  # parts of the partitioning
+    workers: int                # ranks that train them
+    device: str = "cpu"
+    method_params: dict[str, Any] = field(default_factory=dict)
+    precompute_first_layer: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :meth:`SyncStrategy.prepare` decided before the books are built."""
+
+    #: bool mask over the graph's arcs (CSR order) to drop from every local graph, or None
+    drop_arcs: np.ndarray | None = None
+    #: what the run record keeps under ``partition.prepare``, or None
+    info: dict[str, Any] | None = None
 
 
 class SyncStrategy:
@@ -162,11 +201,6 @@ class SyncStrategy:
     #: the partitioner `cdfgnn compare` uses for this method (None: metis for edge-cut
     #: or kind-agnostic methods, ebv for vertex-cut ones)
     default_partitioner: str | None = None
-    #: the run's ``--devices`` (per-worker device profiles), set by the engine before
-    #: ``prepare`` (resource-aware partitioning reads it); None when not given
-    devices: str | None = None
-    #: what ``prepare`` wants in the run record (``partition.prepare``), or None
-    prepare_info: dict | None = None
     PARAMS: dict[str, Param] = {
         "codec": Param("none", str, check=_valid_codec, expect=CODEC_HELP,
                        doc="message encoding of every vertex row sent"),
@@ -197,27 +231,67 @@ class SyncStrategy:
         return spec
 
     @classmethod
-    def check_device(cls, device: str, params: dict[str, Any] | None = None) -> None:
-        """Raise a one-line CdfgnnError unless the method (with ``params``) runs on
-        ``device``. The codecs (cdfgnn.comm.codecs) encode on the CPU, so off the CPU
-        only the identity codec is accepted."""
+    def check_compatible(cls, run: RunSpec) -> str | None:
+        """Why this method cannot run as ``run`` says, in one line naming both sides, or
+        None. Called wherever a config is validated (``TrainConfig.validate``: `cdfgnn
+        train`, ``run_training``, every run of a pipeline grid at workflow start), so an
+        impossible pairing stops before anything is loaded. The base covers the
+        declarations (partition kind, models, devices, parts per worker) and GAT's need
+        for an edge-cut; a method with conditions of its own extends it
+        (``super().check_compatible(run) or ...``)."""
+        me = f"method {cls.name!r}"
+        need = cls.partition_kind
+        if need is not None and need != run.partition_kind:
+            return (f"{me} needs a {need}-cut partitioning, partitioner {run.partitioner!r} "
+                    f"makes a {run.partition_kind}-cut")
+        models = cls.supported_models
+        if models is not None and run.model not in models:
+            return f"{me} supports models {', '.join(models)}, not {run.model!r}"
+        if run.model == "gat" and run.partition_kind != "edge":
+            return (f"model 'gat' needs an edge-cut partitioning, partitioner "
+                    f"{run.partitioner!r} makes a {run.partition_kind}-cut")
+        return cls._device_problem(run.device, run.method_params) or cls._parts_problem(run)
+
+    @classmethod
+    def _device_problem(cls, device: str, params: dict[str, Any]) -> str | None:
+        """The method (with ``params``) must run on ``device``. The codecs
+        (cdfgnn.comm.codecs) encode on the CPU, so off the CPU only the identity codec
+        is accepted."""
         kind = str(device).split(":")[0]
         if kind not in cls.supported_devices:
-            raise CdfgnnError(f"method {cls.name!r} does not run on --device {device}; "
-                              f"it supports: {', '.join(cls.supported_devices)}")
+            return (f"method {cls.name!r} does not run on --device {device}; "
+                    f"it supports: {', '.join(cls.supported_devices)}")
         codec = (params or {}).get("codec", "none")
         if kind != "cpu" and codec != "none":
-            raise CdfgnnError(f"method {cls.name!r}: codec={codec!r} encodes on the CPU only; "
-                              f"on --device {device} use codec=none")
+            return (f"method {cls.name!r}: codec={codec!r} encodes on the CPU only; "
+                    f"on --device {device} use codec=none")
+        return None
+
+    @classmethod
+    def _parts_problem(cls, run: RunSpec) -> str | None:
+        """More parts than workers: only for communication-free methods, W dividing P."""
+        p, w = run.parts, run.workers
+        if p == w:
+            return None
+        if p % w:
+            return f"--workers {w} does not divide the {p} parts of the partitioning"
+        if not cls.communication_free:
+            return (f"method {cls.name!r} exchanges rows between parts: it needs one part per "
+                    f"worker (--workers {p}), got {p} parts on {w} workers")
+        if run.precompute_first_layer:
+            return (f"--precompute-first-layer needs one part per worker, got {p} parts on "
+                    f"{w} workers (method {cls.name!r})")
+        return None
 
     def check_params(self) -> None:
         """Cross-parameter checks (raise CdfgnnError); single values are checked by Param."""
 
     # ----------------------------------------------------------- lifecycle
-    def prepare(self, graph, part):
-        """Once, before the books: a bool mask over the graph's arcs (CSR order) to drop
-        from every local graph, or None. Must be deterministic (every rank calls it)."""
-        return None
+    def prepare(self, graph, part, devices: str | None = None) -> Prepared:
+        """Once per run, before the books: the arcs to drop from every local graph and
+        what the record keeps of the decision. ``devices``: the run's ``--devices``
+        spec (per-worker device profiles; None when not given). Must be deterministic."""
+        return Prepared()
 
     def setup(self, ctx: RankContext) -> None:
         self.ctx, self.comm, self.book = ctx, ctx.comm, ctx.book
@@ -248,6 +322,12 @@ class SyncStrategy:
         """Update state from the epoch's metrics; return extra columns for the epoch row."""
         return {}
 
+    def close(self) -> None:
+        """Release what ``setup`` acquired (shared memory, host-wide registries). The
+        engine calls it once per part on every exit path of its rank: after the last
+        epoch, or after an error (then possibly after a partial ``setup``); no
+        collectives here, the peers may be gone."""
+
     # ------------------------------------------------------------ sync hooks
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         """``A_norm @ expand(t)``: the layer's neighbour aggregation."""
@@ -259,51 +339,72 @@ class SyncStrategy:
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
         """Edge-cut forward: the halo rows each peer delivers (aligned with ``recv_idx``)."""
-        return self.exchange(key, [t[i] if i.numel() else None for i in prop.send])
+        return self.send(key, [t[i] if i.numel() else None for i in prop.send])
 
     def halo_grads(self, prop, grad_halo: list, key: SyncKey) -> list:
         """Edge-cut backward: halo-row gradients each peer returns (aligned with ``send_idx``)."""
-        return self.exchange(key, grad_halo)
+        return self.send(key, grad_halo)
 
     def replica_sync(self, prop, z: torch.Tensor, layer: int, direction: str,
                      training: bool) -> torch.Tensor:
         """Vertex-cut: every replica of v gets sum over replicas (gather + scatter)."""
         key = SyncKey(layer, direction, "gather", training, int(z.shape[1]))
-        incoming = self.exchange(key, [z[i] if i.numel() else None for i in prop.send])
+        incoming = self.send(key, [z[i] if i.numel() else None for i in prop.send])
         out = z.clone()
         for q, idx in enumerate(prop.recv):
             if idx.numel() and incoming[q] is not None:
                 out.index_add_(0, idx, incoming[q])
         key = SyncKey(layer, direction, "scatter", training, int(z.shape[1]))
-        incoming = self.exchange(key, [out[i] if i.numel() else None for i in prop.recv])
+        incoming = self.send(key, [out[i] if i.numel() else None for i in prop.recv])
         for q, idx in enumerate(prop.send):
             if idx.numel() and incoming[q] is not None:
                 out[idx] = incoming[q]
         return out
 
-    def exchange(self, key: SyncKey, outgoing: list) -> list:
-        """Deliver ``outgoing[q]`` to peer q; return what each peer delivered here."""
+    def stale(self, key: SyncKey) -> bool:
+        """May this sync point use the rows received at the previous training epoch?"""
+        return False
+
+    def codec_for(self, key: SyncKey, outgoing: list) -> Codec | list[Codec]:
+        """The codec of the messages at this sync point: the method's ``codec``, or one
+        per peer (AdaQP picks a bit width per message)."""
+        return self.codec
+
+    # ------------------------------------------------------------ sending rows
+    def send(self, key: SyncKey, outgoing: list, incoming_rows: list[int] | None = None) -> list:
+        """Deliver ``outgoing[q]`` to peer q; return the rows each peer delivered here.
+
+        The one way a method moves vertex rows: encoded with ``codec_for(key, ...)``,
+        sent and decoded by :func:`cdfgnn.comm.codecs.send_rows` under ``key.tag``
+        (codec time counts as communication). A training sync point that
+        ``stale(key)`` marks delivers the rows received at the previous training epoch
+        instead (the shared stale path). ``incoming_rows[q]``: the rows peer q sends
+        here (default: the lengths of the receive lists of :meth:`index_lists`).
+        """
         if key.training and self.stale(key):
-            return self._stale_exchange(key, outgoing)
-        fresh = self.transmit(key, outgoing)
+            return self._stale_exchange(key, outgoing, incoming_rows)
+        fresh = self._transmit(key, outgoing, incoming_rows)
         if key.training and key.tag in self._stale_rows:
             # a synchronous epoch of a pipelined method (Sylvie's bounded staleness):
             # the next stale epoch consumes these rows, not older ones
             self._stale_rows[key.tag] = self.merge_stale(key, self._stale_rows[key.tag], fresh)
         return fresh
 
-    def stale(self, key: SyncKey) -> bool:
-        """May this sync point use the rows received at the previous training epoch?"""
-        return False
+    def send_encoded(self, key: SyncKey, wires: list, rows: list[int]) -> list:
+        """Messages the method encoded itself (the CDFGNN cache's fused kernels: rows and
+        a bitmap in one byte buffer), through the same primitive as they are; ``rows[q]``
+        is the vertex rows message q carries (accounted with its bytes)."""
+        return send_rows(self.comm, wires, key.tag, rows=rows)
 
-    def transmit(self, key: SyncKey, outgoing: list) -> list:
-        """Encode with the codec, all_to_all, decode (codec time counts as communication)."""
-        if self.codec.exact and self.codec.bits == 32:
-            return self.comm.all_to_all(outgoing, tag=key.tag)
-        _, incoming_idx = self.index_lists(key)
-        return encoded_all_to_all(self.comm, self.codec, outgoing,
-                                  [len(i) for i in incoming_idx], key.width,
-                                  key.tag, self.generator(key))
+    def _transmit(self, key: SyncKey, outgoing: list, incoming_rows: list[int] | None) -> list:
+        codec = self.codec_for(key, outgoing)
+        lossless = all(map(is_identity, [codec] if isinstance(codec, Codec) else codec))
+        if lossless:
+            return send_rows(self.comm, outgoing, key.tag)
+        if incoming_rows is None:
+            incoming_rows = [len(i) for i in self.index_lists(key)[1]]
+        return send_rows(self.comm, outgoing, key.tag, codec, incoming_rows=incoming_rows,
+                         width=key.width, generator=self.generator(key))
 
     # ------------------------------------------------------------ helpers
     def index_lists(self, key: SyncKey) -> tuple[list, list]:
@@ -322,14 +423,15 @@ class SyncStrategy:
                        f"{key.phase}".encode())
         return torch.Generator().manual_seed(h)
 
-    def _stale_exchange(self, key: SyncKey, outgoing: list) -> list:
+    def _stale_exchange(self, key: SyncKey, outgoing: list,
+                        incoming_rows: list[int] | None = None) -> list:
         """Send this epoch's rows; deliver those received at the previous training epoch.
 
         One shared mechanism for every pipelined method (PipeGCN, Sylvie-A, CaPGNN's
         overlap): the rows sent now are consumed one epoch later; the first epoch
         consumes zeros (Sylvie digest Q11). ``merge_stale`` may smooth the buffer.
         """
-        fresh = self.transmit(key, outgoing)
+        fresh = self._transmit(key, outgoing, incoming_rows)
         previous = self._stale_rows.get(key.tag)
         if previous is None:
             previous = [None if f is None else torch.zeros_like(f) for f in fresh]

@@ -38,6 +38,7 @@ class BNSGCN(SyncStrategy):
 
     name = "bns-gcn"
     partition_kind = "edge"
+    supported_models = ("gcn", "sage")   # GAT's edge softmax would need the sampled halo
     PARAMS = {
         "rate": Param(0.1, float, check=lambda r: 0.0 < r <= 1.0, expect="in (0, 1]",
                       doc="probability that a boundary row is kept in an epoch"),
@@ -90,14 +91,14 @@ class BNSGCN(SyncStrategy):
         if not key.training:
             return super().halo_rows(prop, t, key)
         out = [t[i[k]] if k.any() else None for i, k in zip(prop.send, self._keep_send)]
-        return _widen(self.exchange(key, out), self._keep_recv, t.shape[1], self.weight)
+        return _widen(self.send(key, out), self._keep_recv, t.shape[1], self.weight)
 
     def halo_grads(self, prop, grad_halo: list, key: SyncKey) -> list:
         # the adjoint of the forward's weighting: d(w x)/dx = w, applied before sending
         w = self.weight
         out = [None if g is None or not k.any() else (g[k] * w if w != 1.0 else g[k])
                for g, k in zip(grad_halo, self._keep_recv)]
-        return _widen(self.exchange(key, out), self._keep_send, key.width, 1.0)
+        return _widen(self.send(key, out), self._keep_send, key.width, 1.0)
 
 
 def _widen(incoming: list, keep: list[torch.Tensor], width: int, weight: float) -> list:

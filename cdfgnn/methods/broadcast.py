@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from cdfgnn.comm.codecs import encoded_all_to_all
 from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
 
 
@@ -49,13 +48,6 @@ class Cagnet(SyncStrategy):
                      for q, r in enumerate(book.recv_idx)]
         self._send = [torch.from_numpy(i).to(torch.int64) for i in book.send_idx]
 
-    def _blocks(self, key: SyncKey, outgoing: list, incoming_rows: list[int]) -> list:
-        """all-to-all of dense blocks through the codec (codec time is communication)."""
-        if self.codec.exact and self.codec.bits == 32:
-            return self.comm.all_to_all(outgoing, tag=key.tag)
-        return encoded_all_to_all(self.comm, self.codec, outgoing, incoming_rows,
-                                  key.width, key.tag, self.generator(key))
-
     def _fresh(self, key: SyncKey, t: torch.Tensor) -> bool:
         """Does this rank broadcast its block at this sync point? (Sancus may skip)"""
         return True
@@ -68,7 +60,7 @@ class Cagnet(SyncStrategy):
         me = self.comm.rank
         send = t.detach().contiguous() if self._fresh(key, t) else None
         outgoing = [None if q == me else send for q in range(self.comm.world_size)]
-        blocks = self._received(key, self._blocks(key, outgoing, self._sizes))
+        blocks = self._received(key, self.send(key, outgoing, self._sizes))
         return [blocks[q][self._pos[q]] if self._pos[q].numel() and blocks[q] is not None
                 else None for q in range(len(blocks))]
 
@@ -83,7 +75,7 @@ class Cagnet(SyncStrategy):
             if g is not None and self._pos[q].numel():
                 dense[self._pos[q]] = g
             outgoing.append(dense)
-        incoming = self._blocks(key, outgoing, [n_me] * self.comm.world_size)
+        incoming = self.send(key, outgoing, [n_me] * self.comm.world_size)
         return [incoming[q][idx] if idx.numel() and incoming[q] is not None else None
                 for q, idx in enumerate(self._send)]
 

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cdfgnn.comm.codecs import CODEC_HELP
+from cdfgnn.comm.codecs import CODEC_HELP, send_rows
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods import cdfgnn_kernels as K
 from cdfgnn.methods.base import METHODS, Param, SyncKey, _valid_codec
@@ -244,7 +244,7 @@ class CdfgnnCache(CdfgnnBaseline):
                            g.boff, diff, ooff, g.sel, g.counts)
             wires = self._wires(g, diff, ooff, gkey, st.pushed_np)
         self._count(gkey, g.counts, self._send)
-        incoming = comm.all_to_all(wires, tag=gkey.tag, rows=g.counts.tolist())
+        incoming = self.send_encoded(gkey, wires, g.counts.tolist())
         # phase 2: masters add the differences and their own changed contribution
         with comm.overhead("cache"):
             active, cached = self._row_flags(rows)
@@ -259,7 +259,7 @@ class CdfgnnCache(CdfgnnBaseline):
                             s.counts)
             wires = self._wires(s, sel_rows, ooff, skey, None)
         self._count(skey, s.counts, self._recv)
-        incoming = comm.all_to_all(wires, tag=skey.tag, rows=s.counts.tolist())
+        incoming = self.send_encoded(skey, wires, s.counts.tolist())
         with comm.overhead("cache"):
             for q, idx in enumerate(g.lists):
                 if incoming[q] is not None and len(idx):
@@ -335,8 +335,10 @@ class CdfgnnCache(CdfgnnBaseline):
         c[1] += sum(int(i.numel()) for q, i in enumerate(lists) if q != self.comm.rank)
 
     def _shadow(self, z, out, layer, direction) -> None:
-        """Exact sync outside the accounting (the backend's own all-to-all)."""
-        a2a = self.comm._all_to_all_impl
+        """Exact sync outside the accounting (a diagnostic exchange: not counted)."""
+        def a2a(rows):
+            return send_rows(self.comm, rows, "shadow", accounted=False)
+
         inc = a2a([z[i] if i.numel() else None for i in self._send])
         exact = z.clone()
         for q, idx in enumerate(self._recv):

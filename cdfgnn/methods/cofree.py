@@ -149,7 +149,7 @@ class CoFree(SyncStrategy):
         self._deg = np.diff(book.adj_indptr)
         rf = None
         if self.params["reweight"] == "inv-rf":
-            part = ctx.extra.get("partitioning")
+            part = ctx.partitioning
             if part is None:
                 raise CdfgnnError("cofree reweight=inv-rf needs the partitioning in the "
                                   "rank context")

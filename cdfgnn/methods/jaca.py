@@ -55,8 +55,9 @@ import uuid
 import numpy as np
 import torch
 
+from cdfgnn.comm.codecs import send_rows
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Param, Prepared, SyncKey, SyncStrategy
 from cdfgnn.models.dropout import apply_mask, dropout_key
 
 POLICIES = ("priority", "fifo", "lru", "lfu", "random")
@@ -261,22 +262,17 @@ class Jaca(SyncStrategy):
     }
 
     # ------------------------------------------------------------ setup
-    def prepare(self, graph, part):
+    def prepare(self, graph, part, devices: str | None = None) -> Prepared:
         """Drops nothing; records the overlap ratios of the halo set (Fig. 6)."""
-        if part.kind == "edge":
-            self.prepare_info = {"halo_overlap": halo_overlap(graph, part)}
-        return None
+        return Prepared(info={"halo_overlap": halo_overlap(graph, part)})
 
     def setup(self, ctx) -> None:
         super().setup(ctx)
         book, graph, comm = ctx.book, ctx.graph, ctx.comm
-        if book.kind != "edge":
-            raise CdfgnnError("method 'jaca' needs an edge-cut partitioning")
-        dims = ctx.extra.get("dims")
-        if not dims:
+        if not ctx.dims:
             raise CdfgnnError("method 'jaca': the rank context lacks the model's layer widths")
-        self.dims = list(dims)
-        self.dropout = float(ctx.extra.get("dropout", 0.0))
+        dims = self.dims = list(ctx.dims)
+        self.dropout = float(ctx.dropout)
         L = len(dims) - 1
         mode = self.params["cache"]
         self.layers = [0] + (list(range(1, L)) if mode != "input" else [])
@@ -295,8 +291,8 @@ class Jaca(SyncStrategy):
         if any(r.size and not np.array_equal(r, np.arange(a, b))
                for r, (a, b) in zip(self.recv, self.recv_blocks)):
             raise CdfgnnError("method 'jaca': halo rows are not laid out by owner")
-        self.send = [np.asarray(i, dtype=np.int64) for i in book.send_idx]
-        self.send_gids = [book.local_nodes[i] for i in self.send]
+        self.send_lists = [np.asarray(i, dtype=np.int64) for i in book.send_idx]
+        self.send_gids = [book.local_nodes[i] for i in self.send_lists]
         dph = comm.topology.devices_per_host
         self.host = comm.rank // dph
         everyone = comm.all_gather_object((self.host, self.halo_gids,
@@ -408,15 +404,21 @@ class Jaca(SyncStrategy):
             out[f"hit_shared_l{l}"] = float(c[i, 2] / req)
             out[f"hit_l{l}"] = float((c[i, 1] + c[i, 2]) / req)
         out["hit_rate"] = float((c[:, 1] + c[:, 2]).sum() / max(c[:, 0].sum(), 1.0))
-        if epoch == self.ctx.epochs - 1 and self._shm_turns and self.shared is not None:
-            self.shared.close()
-            self.shared = None
-        elif epoch == self.ctx.epochs - 1 and self.shared is not None:
-            with _HOSTS_LOCK:
-                self.shared.users -= 1
-                if self.shared.users <= 0:
-                    _HOSTS.pop(self._host_key, None)
         return out
+
+    def close(self) -> None:
+        """Unmap the process backend's shared segment; leave the thread backend's host
+        tier (the last of its host's ranks drops it from the registry)."""
+        shared, self.shared = getattr(self, "shared", None), None
+        if shared is None:
+            return
+        if getattr(self, "_shm_turns", 0):
+            shared.close()
+            return
+        with _HOSTS_LOCK:
+            shared.users -= 1
+            if shared.users <= 0:
+                _HOSTS.pop(self._host_key, None)
 
     # ------------------------------------------------------------ sync hooks
     def aggregate(self, prop, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
@@ -492,7 +494,7 @@ class Jaca(SyncStrategy):
         if not key.training or key.layer not in self.layers or (key.layer == 0
                                                                   and self.cache_inputs):
             return super().halo_rows(prop, t, key)
-        rows = self.cached_rows(key, lambda q, idx: t[self.send[q][idx]], volatile=True)
+        rows = self.cached_rows(key, lambda q, idx: t[self.send_lists[q][idx]], volatile=True)
         # each owner's halo rows are one contiguous block: views, not copies
         return [rows[a:b] if b > a else None for a, b in self.recv_blocks]
 
@@ -505,14 +507,14 @@ class Jaca(SyncStrategy):
             out = [g[torch.from_numpy(miss[r])] if g is not None and r.size else None
                    for g, r in zip(grad_halo, self.recv)]
             out = [None if g is None or not g.shape[0] else g for g in out]
-        back = self._fetch(key, out, [int(s.size) for s in sels])
+        back = self.send(key, out, [int(s.size) for s in sels])
         full = []
         with self.comm.overhead("cache-pick"):        # back onto the owner's send list
             for q, g in enumerate(back):
                 if g is None or q == self.comm.rank:
                     full.append(None)
                     continue
-                z = g.new_zeros((self.send[q].size, g.shape[1]))
+                z = g.new_zeros((self.send_lists[q].size, g.shape[1]))
                 z[torch.from_numpy(sels[q])] = g
                 full.append(z)
         return full
@@ -550,12 +552,12 @@ class Jaca(SyncStrategy):
             req = [np.packbits(miss[r]) if r.size else None for r in self.recv]
         self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
         self._all_local[layer] = bool(n) and bool(hit_l.all())
-        asks = self.comm.all_to_all([None if b is None else torch.from_numpy(b) for b in req],
-                                    tag=f"{REQ_TAG}/{layer}")
+        asks = send_rows(self.comm, [None if b is None else torch.from_numpy(b) for b in req],
+                         f"{REQ_TAG}/{layer}")
         with self.comm.overhead("cache-check"):
             outgoing, sels = [], [np.zeros(0, np.int64)] * len(asks)
             for q, ask in enumerate(asks):
-                size = self.send[q].size
+                size = self.send_lists[q].size
                 if ask is None or not size or q == self.comm.rank:
                     outgoing.append(None)
                     continue
@@ -563,7 +565,7 @@ class Jaca(SyncStrategy):
                 sels[q] = sel
                 outgoing.append(values(q, sel).detach() if sel.size else None)
             counts = [int(miss[r].sum()) for r in self.recv]
-        fresh = self._fetch(key, outgoing, counts)
+        fresh = self.send(key, outgoing, counts)
         self._sent[layer] = (miss, sels)
         with self.comm.overhead("cache-pick"):
             width = key.width
@@ -589,11 +591,3 @@ class Jaca(SyncStrategy):
                     self.shared.stage(self.comm.rank, layer, "put", self.shared_pos[got],
                                       rows, stamps)
         return out
-
-    def _fetch(self, key: SyncKey, outgoing: list, counts: list) -> list:
-        """The missing rows, through the codec (accounted as the layer's halo traffic)."""
-        if self.codec.exact and self.codec.bits == 32:
-            return self.comm.all_to_all(outgoing, tag=key.tag)
-        from cdfgnn.comm.codecs import encoded_all_to_all
-        return encoded_all_to_all(self.comm, self.codec, outgoing, counts, key.width,
-                                  key.tag, self.generator(key))

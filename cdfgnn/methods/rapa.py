@@ -38,8 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncStrategy
+from cdfgnn.methods.base import METHODS, Param, Prepared, SyncStrategy
 
 BETA_MB = 100.0
 
@@ -186,24 +185,20 @@ class RapaMixin:
                                 "multi-machine mode: no halo crosses hosts, only gradients)"),
     }
 
-    def prepare(self, graph, part):
-        if part.kind != "edge":
-            raise CdfgnnError(f"method {self.name!r} prunes halos of an edge-cut partitioning, "
-                              f"got a {part.kind}-cut one")
+    def prepare(self, graph, part, devices: str | None = None) -> Prepared:
         from cdfgnn.methods.jaca import halo_overlap
         overlap = halo_overlap(graph, part)
         hosts = cross_host_arcs(graph, part) if self.params["cross_host"] == "drop" else None
         host_info = {"cross_host": self.params["cross_host"],
                      "dropped_cross_host_arcs": int(hosts.sum()) if hosts is not None else 0}
         if not self.params["prune"]:
-            self.prepare_info = {"rapa": None, "halo_overlap": overlap, **host_info}
-            return hosts if hosts is not None and hosts.any() else None
+            return Prepared(hosts if hosts is not None and hosts.any() else None,
+                            {"rapa": None, "halo_overlap": overlap, **host_info})
         from cdfgnn.comm.devices import parse_devices
-        profiles = parse_devices(getattr(self, "devices", None), part.num_parts)
+        profiles = parse_devices(devices, part.num_parts)
         mask, info = rapa_prune(graph, part, profiles, self.params["alpha"], self.params["eps"],
                                 self.params["max_iter"], self.params["recount"], hosts)
-        self.prepare_info = {"rapa": info, "halo_overlap": overlap, **host_info}
-        return mask
+        return Prepared(mask, {"rapa": info, "halo_overlap": overlap, **host_info})
 
 
 @METHODS.register("rapa")

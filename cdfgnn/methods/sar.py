@@ -128,7 +128,7 @@ class SAR(SyncStrategy):
                 outgoing[src] = _mm(blocks.peer[src], x, False)
             key = SyncKey(layer, direction, "halo", True, width)
             self._round = k
-            incoming = self.exchange(key, outgoing)
+            incoming = self.send(key, outgoing)
             if fwd:
                 rows = incoming[src]
                 if rows is not None and blocks.peer[src] is not None:

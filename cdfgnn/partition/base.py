@@ -175,16 +175,7 @@ class Partitioning:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Partitioning":
         path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                header = json.loads(z["header"].tobytes().decode())
-                assignment, master = z["assignment"], z["master"]
-        except FileNotFoundError:
-            raise CorruptFileError(f"{path}: partition file does not exist") from None
-        except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as exc:
-            raise CorruptFileError(f"{path}: not a readable partition file ({exc})") from None
-        if header.get("format") != "cdfgnn-partitioning":
-            raise CorruptFileError(f"{path}: not a cdfgnn partition file")
+        header, assignment, master = _read(path, ("assignment", "master"))
         topo = Topology(header["hosts"], header["devices_per_host"])
         p = cls(header["kind"], assignment, master, topo, header["method"], header["params"],
                 header["graph_fingerprint"], header["graph_name"], header["num_nodes"],
@@ -192,3 +183,24 @@ class Partitioning:
         if assignment.size and (assignment.min() < 0 or assignment.max() >= topo.num_parts):
             raise CorruptFileError(f"{path}: part ids outside [0, {topo.num_parts})")
         return p
+
+    @staticmethod
+    def read_header(path: str | os.PathLike) -> dict[str, Any]:
+        """The file's header alone (kind, method, params, hosts, devices_per_host, ...),
+        without reading the arrays: what a run is checked against before it starts."""
+        return _read(Path(path), ())[0]
+
+
+def _read(path: Path, arrays: tuple[str, ...]) -> tuple:
+    """(header, *arrays) of a partition file; a one-line error naming the file otherwise."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            header = json.loads(z["header"].tobytes().decode())
+            loaded = [z[a] for a in arrays]
+    except FileNotFoundError:
+        raise CorruptFileError(f"{path}: partition file does not exist") from None
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as exc:
+        raise CorruptFileError(f"{path}: not a readable partition file ({exc})") from None
+    if header.get("format") != "cdfgnn-partitioning":
+        raise CorruptFileError(f"{path}: not a cdfgnn partition file")
+    return (header, *loaded)

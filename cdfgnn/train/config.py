@@ -132,7 +132,10 @@ class TrainConfig:
         "memory available on this machine)", "execution", grid=True))
     out: str | None = field(default=None, metadata=option("RunRecord JSON to write", "execution"))
 
-    def validate(self) -> None:
+    def validate(self, parts: int | None = None) -> None:
+        """Every check that needs no data, ending with the method's ``check_compatible``
+        (``parts``: the partitioning's parts when known without a file, e.g. a pipeline
+        topology; default: the partition file's, else one per worker)."""
         if self.dataset is None and self.graph is None:
             raise CdfgnnError("give --dataset or --graph")
         if self.epochs < 1:
@@ -187,17 +190,44 @@ class TrainConfig:
         if self.memory_budget is not None:
             from cdfgnn.train.memory import parse_bytes
             parse_bytes(self.memory_budget)
+        if self.trainer == DISTRIBUTED:
+            self._check_method(parts)
+
+    def _check_method(self, parts: int | None) -> None:
+        """The one call of the method's ``check_compatible``: a one-line error naming
+        both sides of an impossible pairing, before any graph is loaded."""
+        import cdfgnn.methods  # noqa: F401  (registers methods)
+        from cdfgnn.methods.base import METHODS
+        reason = METHODS.get(self.method).check_compatible(self.run_spec(parts))
+        if reason:
+            raise CdfgnnError(reason)
+
+    def run_spec(self, parts: int | None = None):
+        """The run as a method's ``check_compatible`` sees it (a ``RunSpec``): the
+        partitioner's name, kind and parts from the partition file's header, else the
+        partitioner registry's kind and ``parts`` (default: one part per worker)."""
+        from cdfgnn.methods.base import RunSpec
+        if self.partition_file:
+            from cdfgnn.partition.base import Partitioning
+            header = Partitioning.read_header(self.partition_file)
+            name, kind = header["method"], header["kind"]
+            parts = int(header["hosts"]) * int(header["devices_per_host"])
+        else:
+            from cdfgnn.partition.api import ensure_registered
+            from cdfgnn.partition.base import PARTITIONERS
+            ensure_registered()
+            name, kind = self.partitioner, PARTITIONERS.get(self.partitioner).kind
+        return RunSpec(model=self.model, partitioner=name, partition_kind=kind,
+                       parts=parts or self.workers, workers=self.workers, device=self.device,
+                       method_params=dict(self.method_params),
+                       precompute_first_layer=self.precompute_first_layer)
 
     def _check_device(self) -> None:
-        """``--device cuda``: the method (or one-process trainer) must declare it; a
-        one-line error naming the supported devices (availability: check_runtime)."""
+        """``--device cuda``: a known device, and a trainer that runs there (a method's
+        devices: its ``check_compatible``; availability: check_runtime)."""
         if self.device not in DEVICES:
             raise CdfgnnError(f"unknown --device {self.device!r}; valid: {', '.join(DEVICES)}")
-        if self.trainer == DISTRIBUTED:
-            import cdfgnn.methods  # noqa: F401  (registers methods)
-            from cdfgnn.methods.base import METHODS
-            METHODS.get(self.method).check_device(self.device, self.method_params)
-        elif self.trainer not in DEVICE_TRAINERS:
+        if self.trainer not in DEVICE_TRAINERS:
             raise CdfgnnError(f"trainer {self.trainer!r} does not run on --device {self.device}; "
                               f"on {self.device}: {', '.join(DEVICE_TRAINERS)}")
 

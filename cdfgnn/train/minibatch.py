@@ -419,13 +419,7 @@ def run_minibatch(cfg: TrainConfig, graph: Graph, part, topology, network) -> di
     from cdfgnn.comm.launcher import launch
 
     check_sampling(cfg.fanouts, cfg.batch_size, cfg.layers)
-    if part.kind != "edge":
-        raise CdfgnnError(f"method {cfg.method!r} (mini-batch track) needs an edge-cut "
-                          f"(node) partitioning, partitioner {part.method!r} makes a "
-                          f"{part.kind}-cut")
-    if part.num_parts != cfg.workers:
-        raise CdfgnnError(f"method {cfg.method!r} needs one part per worker "
-                          f"(--workers {part.num_parts}), got {cfg.workers} workers")
+    # partition kind and one part per worker: the method's check_compatible (TrainConfig)
     with tempfile.TemporaryDirectory(prefix="cdfgnn-minibatch-") as tmp:
         if cfg.backend == "thread" or cfg.workers == 1:
             job = MiniBatchJob(cfg, tmp, graph=graph, partitioning=part)

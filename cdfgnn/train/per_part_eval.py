@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from cdfgnn.comm.codecs import send_rows
 from cdfgnn.train.loop import EVAL_TAG, TrainPart, metric_counts
 
 
@@ -52,7 +53,7 @@ def gather_to_masters(books: list, rows: list[torch.Tensor], comm,
         pieces = [r[b.send_idx[q]] for b, r in zip(books, rows) for q in dst_parts
                   if b.send_idx[q].size]
         outgoing.append(torch.cat(pieces) if pieces else None)
-    incoming = comm.all_to_all(outgoing, tag=tag)
+    incoming = send_rows(comm, outgoing, tag)
     for src_parts, msg in zip(held, incoming):
         offset = 0
         for p in src_parts:

@@ -46,26 +46,11 @@ def _check_memory(cfg: TrainConfig, graph: Graph, stats: dict | None = None) -> 
     return est.total / 2 ** 20
 
 
-def check_parts_per_worker(cfg: TrainConfig, part: Partitioning, method_cls) -> None:
-    """More parts than workers: only for communication-free methods, W dividing P."""
-    p, w = part.num_parts, cfg.workers
-    if p == w:
-        return
-    if p % w:
-        raise CdfgnnError(f"--workers {w} does not divide the {p} parts of "
-                          f"{cfg.partition_file or 'the partitioning'}")
-    if not method_cls.communication_free:
-        raise CdfgnnError(f"method {cfg.method!r} exchanges rows between parts: it needs one "
-                          f"part per worker (--workers {p}), got {p} parts on {w} workers")
-
-
 def run_training(cfg: TrainConfig) -> dict[str, Any]:
-    """Train as ``cfg`` says; return the RunRecord (and write it to ``cfg.out`` if set)."""
+    """Train as ``cfg`` says; return the RunRecord (and write it to ``cfg.out`` if set).
+    ``cfg.validate()`` runs the method's ``check_compatible`` before anything is loaded."""
     cfg.validate()
     cfg.check_runtime()
-    import cdfgnn.methods  # noqa: F401  (registers methods)
-    from cdfgnn.methods.base import METHODS
-    METHODS.get(cfg.method)  # unknown method: fail before any work
     from cdfgnn.train.torchrun import TorchrunSession, resolve_launcher
     launcher = resolve_launcher(cfg.launcher)
     if launcher == "torchrun" and cfg.trainer != "distributed":
@@ -163,23 +148,10 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     else:  # torchrun: rank 0 partitions, the others receive its partitioning
         part = session.from_lead(lambda: load_partitioning(cfg, graph, topology))
     method_cls = METHODS.get(cfg.method)
-    need = method_cls.partition_kind
-    if need is not None and need != part.kind:
-        raise CdfgnnError(f"method {cfg.method!r} needs a {need}-cut partitioning, "
-                          f"partitioner {part.method!r} makes a {part.kind}-cut")
-    check_parts_per_worker(cfg, part, method_cls)
-    models = method_cls.supported_models
-    if models is not None and cfg.model not in models:
-        raise CdfgnnError(f"method {cfg.method!r} supports models {', '.join(models)}, "
-                          f"not {cfg.model!r}")
-    if cfg.model == "gat" and part.kind != "edge":
-        raise CdfgnnError(f"model 'gat' needs an edge-cut partitioning, partitioner "
-                          f"{part.method!r} makes a {part.kind}-cut")
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
-    preparer = build_strategy(cfg.method, cfg.method_params)
-    preparer.devices = cfg.devices
-    drop_arcs = preparer.prepare(graph, part)
+    prepared = build_strategy(cfg.method, cfg.method_params).prepare(graph, part, cfg.devices)
+    drop_arcs = prepared.drop_arcs
     from cdfgnn.comm.devices import describe, factors, parse_devices
     devices = parse_devices(cfg.devices, cfg.workers)
     slow, xfer = factors(devices, cfg.workers)
@@ -199,8 +171,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     body["summary"]["estimated_memory_mb"] = estimate_mb
     if drop_arcs is not None:
         body["partition"]["dropped_arcs"] = int(np.count_nonzero(drop_arcs))
-    if preparer.prepare_info is not None:
-        body["partition"]["prepare"] = preparer.prepare_info
+    if prepared.info is not None:
+        body["partition"]["prepare"] = prepared.info
     return body
 
 

@@ -63,12 +63,6 @@ def local_data(graph: Graph, book: PartitionBook,
     ).to(device)
 
 
-def model_shape(cfg: TrainConfig, graph: Graph) -> dict:
-    """What a strategy may know of the model: widths of every layer's input, dropout."""
-    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
-    return {"model": cfg.model, "dims": dims, "dropout": float(cfg.dropout)}
-
-
 def model_for(cfg: TrainConfig, graph: Graph, device: torch.device | None = None):
     """The model, initialised on the CPU (bit-identical weights everywhere), then moved
     to ``device``."""
@@ -87,16 +81,20 @@ def rank_device(comm) -> torch.device:
 def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
                partitioning: Partitioning | None = None) -> TrainPart:
     """Strategy, propagator and data of one part on this rank (``partitioning``, when
-    given, is read-only in ``ctx.extra["partitioning"]``: global replica statistics)."""
+    given, is read-only in ``ctx.partitioning``: global replica statistics). A setup
+    that fails is closed before the error leaves."""
     strategy = build_strategy(cfg.method, cfg.method_params)
-    extra = model_shape(cfg, graph)
-    if partitioning is not None:
-        extra["partitioning"] = partitioning
     device = rank_device(comm)
-    strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank,
-                               extra=extra, device=device))
-    return TrainPart(make_propagator(book, strategy, device), local_data(graph, book, device),
-                     strategy)
+    dims = (graph.num_features, *[cfg.hidden] * (cfg.layers - 1), graph.num_classes)
+    try:
+        strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank,
+                                   device=device, model=cfg.model, dims=dims,
+                                   dropout=float(cfg.dropout), partitioning=partitioning))
+        return TrainPart(make_propagator(book, strategy, device),
+                         local_data(graph, book, device), strategy)
+    except BaseException:
+        strategy.close()
+        raise
 
 
 def full_graph_counter(graph: Graph, device: torch.device | None = None):
@@ -130,14 +128,14 @@ def rank_main(comm, job: RankJob) -> dict:
         books = build_books(graph, part, mine, drop_arcs=drop)
     device = rank_device(comm)
     reset_device_peak(device)
-    parts = [build_part(comm, cfg, graph, b, part) for b in books]
-    lead = parts[0].strategy
-    full_eval = not lead.per_part_eval and (len(parts) > 1 or bool(lead.full_graph_eval))
-    res = run_epochs(model_for(cfg, graph, device), parts, epochs=cfg.epochs, lr=cfg.lr,
-                     weight_decay=cfg.weight_decay, comm=comm, eval_every=cfg.eval_every,
-                     full_graph_eval=full_eval,
-                     full_graph_counts=full_graph_counter(graph, device)
-                     if full_eval and comm.rank == 0 else None)
+    parts: list[TrainPart] = []
+    try:
+        for b in books:
+            parts.append(build_part(comm, cfg, graph, b, part))
+        res = _train_parts(comm, cfg, graph, parts, device)
+    finally:  # every exit path: the strategies release what setup acquired
+        for p in parts:
+            p.strategy.close()
     return {
         "rank": comm.rank,
         "epochs": res.epochs,
@@ -152,6 +150,18 @@ def rank_main(comm, job: RankJob) -> dict:
         "parts": mine,
         "sync_rows": _sync_rows(books),
     }
+
+
+def _train_parts(comm, cfg: TrainConfig, graph: Graph, parts: list[TrainPart], device):
+    """The shared epoch loop over this rank's parts (one-process full-graph evaluation on
+    rank 0 when it holds several parts or the method asks for it)."""
+    lead = parts[0].strategy
+    full_eval = not lead.per_part_eval and (len(parts) > 1 or bool(lead.full_graph_eval))
+    return run_epochs(model_for(cfg, graph, device), parts, epochs=cfg.epochs, lr=cfg.lr,
+                      weight_decay=cfg.weight_decay, comm=comm, eval_every=cfg.eval_every,
+                      full_graph_eval=full_eval,
+                      full_graph_counts=full_graph_counter(graph, device)
+                      if full_eval and comm.rank == 0 else None)
 
 
 def _sync_rows(books: list[PartitionBook]) -> dict[str, int]:
