@@ -128,6 +128,8 @@ class RankContext:
     extra: dict = field(default_factory=dict)
     #: the run's device: model, data, propagator and the method's buffers live there
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    #: the run's floating-point type (``--dtype``): model, rows and buffers use it
+    dtype: torch.dtype = torch.float32
 
 
 class SyncStrategy:
@@ -142,6 +144,10 @@ class SyncStrategy:
     #: every tensor it allocates follows the run's device (``ctx.device``, or the device
     #: of the rows it is handed); checked when the run is configured
     supported_devices: tuple[str, ...] = ("cpu",)
+    #: the dtypes (``--dtype``) the method runs in. A method declares "float64" only when
+    #: every buffer it allocates follows the rows it is handed (or ``ctx.dtype``); checked
+    #: when the run is configured, with the codec (``check_dtype``)
+    supported_dtypes: tuple[str, ...] = ("float32",)
     #: communication overlaps computation (pipelining): the modelled epoch is then
     #: max(compute, vertex communication) + gradient all-reduce, per rank
     overlaps_compute: bool = False
@@ -209,6 +215,20 @@ class SyncStrategy:
         if kind != "cpu" and codec != "none":
             raise CdfgnnError(f"method {cls.name!r}: codec={codec!r} encodes on the CPU only; "
                               f"on --device {device} use codec=none")
+
+    @classmethod
+    def check_dtype(cls, dtype: str, params: dict[str, Any] | None = None) -> None:
+        """Raise a one-line CdfgnnError unless the method (with ``params``) runs in
+        ``dtype``. The lossy codecs encode float32 rows and decode to float32, so in
+        another dtype only a codec that sends the rows as they are is accepted."""
+        if dtype not in cls.supported_dtypes:
+            raise CdfgnnError(f"method {cls.name!r} does not run in --dtype {dtype}; "
+                              f"it supports: {', '.join(cls.supported_dtypes)}")
+        codec = (params or {}).get("codec", cls.param_spec()["codec"].default)
+        wire = get_codec(codec)
+        if dtype != "float32" and not (wire.exact and wire.bits == 32):
+            raise CdfgnnError(f"method {cls.name!r}: codec={codec!r} encodes float32 rows; "
+                              f"in --dtype {dtype} use codec=none")
 
     def check_params(self) -> None:
         """Cross-parameter checks (raise CdfgnnError); single values are checked by Param."""

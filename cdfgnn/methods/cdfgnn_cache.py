@@ -146,6 +146,7 @@ class CdfgnnCache(CdfgnnBaseline):
 
     name = "cdfgnn-cache"
     supported_devices = ("cpu",)   # the cache state and its kernels are host-side (numba)
+    supported_dtypes = ("float32",)  # ... and float32 (cdfgnn_kernels)
     PARAMS = {
         "epsilon": Param(0.001, float, check=_nonneg, expect=">= 0",
                          doc="initial relative L-inf threshold (digest Q2: nu2)"),

@@ -15,3 +15,4 @@ class Exact(SyncStrategy):
     name = "exact"
     #: every buffer follows the rows it is handed (clone, index_add_, new_zeros)
     supported_devices = ("cpu", "cuda")
+    supported_dtypes = ("float32", "float64")

@@ -27,6 +27,7 @@ class PipeGCN(SyncStrategy):
     overlaps_compute = True
     #: the stale buffers are zeros_like / mul / add of the rows handed over: device-generic
     supported_devices = ("cpu", "cuda")
+    supported_dtypes = ("float32", "float64")
     PARAMS = {
         "smoothing": Param("none", str, choices=tuple(SMOOTHING),
                            doc="moving average of stale features, gradients or both"),
