@@ -110,6 +110,21 @@ class Param:
         return value
 
 
+@dataclass(frozen=True)
+class Degenerate:
+    """The setting at which a method must equal ``exact`` (and the one-process oracle).
+
+    ``params``: the method parameters of that setting (``{}``: its defaults), checked at
+    P = 2 and 4 on a ``kind``-cut partitioning ("edge": metis, "vertex": ebv) within
+    1e-5 in every epoch's loss and the final accuracy (tests/test_degenerate.py). None:
+    the method has no such setting, and ``reason`` says why.
+    """
+
+    params: dict[str, Any] | None
+    kind: str = "edge"
+    reason: str = ""
+
+
 def _valid_codec(spec: str) -> bool:
     get_codec(spec)  # raises CdfgnnError naming the valid specs
     return True
@@ -173,6 +188,8 @@ class SyncStrategy:
     devices: str | None = None
     #: what ``prepare`` wants in the run record (``partition.prepare``), or None
     prepare_info: dict | None = None
+    #: where the method must equal ``exact`` (every method declares it; tested registry-wide)
+    degenerate: Degenerate = Degenerate(None, reason="not declared")
     PARAMS: dict[str, Param] = {
         "codec": Param("none", str, check=_valid_codec, expect=CODEC_HELP,
                        doc="message encoding of every vertex row sent"),

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncStrategy
 
 BETA_MB = 100.0
 
@@ -209,4 +209,5 @@ class RapaMixin:
 @METHODS.register("rapa")
 class Rapa(RapaMixin, SyncStrategy):
     name = "rapa"
+    degenerate = Degenerate({"prune": False})   # no halo arc dropped
     partition_kind = "edge"
