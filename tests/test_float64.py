@@ -148,3 +148,13 @@ def test_memory_estimate_doubles_floats(small_graph):
     from cdfgnn.train.memory import model_bytes
     cfg32, cfg64 = cfg_for("sage", 2, "thread", "float32"), cfg_for("sage", 2, "thread")
     assert model_bytes(cfg64, small_graph) == 2 * model_bytes(cfg32, small_graph)
+
+
+def test_pipeline_experiments_may_set_dtype():
+    """A `train: {dtype: float64}` block reaches `cdfgnn train --dtype float64` (the grid
+    derives its keys from TrainConfig) and is checked there."""
+    from cdfgnn.experiments.grid import TRAIN_FLAGS, Plugins
+    assert TRAIN_FLAGS["dtype"] == "--dtype"
+    Plugins().check_train({"dtype": "float64"})
+    with pytest.raises(CdfgnnError, match="unknown --dtype 'half'"):
+        Plugins().check_train({"dtype": "half"})
