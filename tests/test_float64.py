@@ -20,7 +20,7 @@ from cdfgnn.partition.base import Topology
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.loop import loss_sum
 from cdfgnn.train.oracle import full_graph_data, train_full_graph
-from cdfgnn.train.run import run_training
+from cdfgnn.train.run import run_training, train_distributed
 from cdfgnn.train.worker import build_part, model_for, rank_main, thread_job
 
 TOL = 1e-10
@@ -101,6 +101,18 @@ def test_equals_float64_oracle(small_graph, model, p, backend):
         assert got.dtype == w.dtype == torch.float64, name
         diff = (got - w).abs().max().item()
         assert diff <= TOL, f"{name}: max |w_dist - w_oracle| = {diff:.3g}"
+
+
+@pytest.mark.parametrize("method", ["exact", "cdfgnn-baseline"])
+def test_vertex_cut_equals_float64_oracle(small_graph, method):
+    """The replica sync (gather + scatter) in float64: GCN at P = 4 on hdrf."""
+    cfg = cfg_for("gcn", 4, "thread")
+    cfg.method = method
+    part = partition_graph(small_graph, "hdrf", Topology(2, 2), seed=0)
+    res = train_distributed(cfg, small_graph, part)
+    ref = np.array([e["loss"] for e in _oracle(small_graph, "gcn")["epochs"]])
+    diff = np.abs(np.array([e["loss"] for e in res[0]["epochs"]]) - ref).max()
+    assert diff <= TOL, f"{method}: max |loss - oracle| = {diff:.3g}"
 
 
 def test_float64_is_float64_everywhere(small_graph):
