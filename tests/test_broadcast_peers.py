@@ -28,9 +28,9 @@ def _vertex_bytes(rec):
     return sum(d["bytes"] for t, d in rec["comm"]["by_tag"].items() if t.startswith("halo"))
 
 
-def test_cagnet_equals_exact_and_broadcasts_whole_blocks(graph_file, exact):
+# cagnet and sancus staleness=0 equal the oracle: tests/test_degenerate.py
+def test_cagnet_broadcasts_whole_blocks(graph_file, exact):
     rec = run_training(_cfg(graph_file, "cagnet"))
-    np.testing.assert_allclose(_losses(rec), _losses(exact), atol=1e-5)
     # every rank sends its whole owned block (n_r rows) to each of the 3 others, per layer
     owned = [r["owned_rows"] for r in rec["ranks"]]
     fwd = rec["comm"]["by_tag"]["halo/fwd/0"]["rows"]
@@ -38,9 +38,8 @@ def test_cagnet_equals_exact_and_broadcasts_whole_blocks(graph_file, exact):
     assert _vertex_bytes(rec) > _vertex_bytes(exact)
 
 
-def test_sancus_without_staleness_equals_exact(graph_file, exact):
+def test_sancus_without_staleness_skips_nothing(graph_file):
     rec = run_training(_cfg(graph_file, "sancus", staleness=0))
-    np.testing.assert_allclose(_losses(rec), _losses(exact), atol=1e-5)
     assert all(e["skipped_broadcasts"] == 0 for e in rec["epochs"])
 
 

@@ -28,19 +28,15 @@ def _losses(rec):
     return np.array([e["loss"] for e in rec["epochs"]])
 
 
-def test_cache_with_threshold_zero_equals_baseline(graph_file, baseline):
+def test_cache_with_threshold_zero_skips_only_zero_rows(graph_file, baseline):
+    """(epsilon=0, adaptive=false equals the oracle, as cdfgnn-baseline does:
+    tests/test_degenerate.py.)"""
     rec = run_training(_cfg(graph_file, "cdfgnn-cache", epochs=15, partitioner="ebv",
                             epsilon=0.0, adaptive=False))
-    np.testing.assert_allclose(_losses(rec), _losses(baseline), atol=1e-5)
     assert all(e["epsilon"] == 0.0 for e in rec["epochs"])
     # rows whose contribution is exactly zero (e.g. mirrors' output-layer gradients)
     # are never sent, so even epsilon = 0 sends fewer rows than exact
     assert rec["comm"]["per_epoch"]["rows_sent"] <= baseline["comm"]["per_epoch"]["rows_sent"]
-
-
-def test_baseline_equals_exact(graph_file, baseline):
-    ref = run_training(_cfg(graph_file, "exact", epochs=15, partitioner="ebv"))
-    np.testing.assert_allclose(_losses(ref), _losses(baseline), atol=1e-6)
 
 
 def test_record_has_epsilon_and_send_ratios_per_layer_and_direction(graph_file):

@@ -18,7 +18,8 @@ def test_record_carries_dropout_version(tmp_path, small_graph):
     small_graph.save(path)
     rec = run_training(TrainConfig(graph=str(path), dataset=None, trainer="full-graph",
                                    epochs=2, dropout=0.5, hidden=8))
-    assert rec["model"] == {"dropout": 0.5, "dropout_version": DROPOUT_VERSION}
+    assert rec["model"] == {"dropout": 0.5, "dropout_version": DROPOUT_VERSION,
+                            "dtype": "float32"}
     validate_record(rec)
     bad = {**rec, "model": {"dropout": 0.5, "dropout_version": 0}}
     with pytest.raises(Exception, match="0 is less than the minimum"):

@@ -27,7 +27,7 @@ import torch
 
 from cdfgnn.comm.codecs import STOCHASTIC_BITS, Codec, get_codec
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, SyncStrategy
 
 
 def _bit_list(spec: str) -> list[int]:
@@ -80,6 +80,7 @@ def assign_bits(ranges_sq: list[float], sizes: list[tuple[int, int]], cost: list
 @METHODS.register("adaqp")
 class AdaQP(SyncStrategy):
     name = "adaqp"
+    degenerate = Degenerate({"bits": "32"})   # full precision every message
     PARAMS = {
         "bits": Param("2,4,8", str, check=lambda s: bool(_bit_list(s)),
                       expect="comma-separated widths", doc="the bit widths to choose from"),

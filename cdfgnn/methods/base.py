@@ -119,6 +119,21 @@ class Param:
         return value
 
 
+@dataclass(frozen=True)
+class Degenerate:
+    """The setting at which a method must equal ``exact`` (and the one-process oracle).
+
+    ``params``: the method parameters of that setting (``{}``: its defaults), checked at
+    P = 2 and 4 on a ``kind``-cut partitioning ("edge": metis, "vertex": ebv) within
+    1e-5 in every epoch's loss and the final accuracy (tests/test_degenerate.py). None:
+    the method has no such setting, and ``reason`` says why.
+    """
+
+    params: dict[str, Any] | None
+    kind: str = "edge"
+    reason: str = ""
+
+
 def _valid_codec(spec: str) -> bool:
     get_codec(spec)  # raises CdfgnnError naming the valid specs
     return True
@@ -142,6 +157,8 @@ class RankContext:
     dropout: float = 0.0        # the model's dropout rate
     #: the whole Partitioning (read-only: global replica statistics), or None
     partitioning: Any = None
+    #: the run's floating-point type (``--dtype``): model, rows and buffers use it
+    dtype: torch.dtype = torch.float32
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,7 @@ class RunSpec:
     device: str = "cpu"
     method_params: dict[str, Any] = field(default_factory=dict)
     precompute_first_layer: bool = False
+    dtype: str = "float32"     # ``--dtype``
 
 
 @dataclass(frozen=True)
@@ -181,6 +199,10 @@ class SyncStrategy:
     #: every tensor it allocates follows the run's device (``ctx.device``, or the device
     #: of the rows it is handed); checked when the run is configured
     supported_devices: tuple[str, ...] = ("cpu",)
+    #: the dtypes (``--dtype``) the method runs in. A method declares "float64" only when
+    #: every buffer it allocates follows the rows it is handed (or ``ctx.dtype``); checked
+    #: when the run is configured, with the codec (``check_compatible``)
+    supported_dtypes: tuple[str, ...] = ("float32",)
     #: communication overlaps computation (pipelining): the modelled epoch is then
     #: max(compute, vertex communication) + gradient all-reduce, per rank
     overlaps_compute: bool = False
@@ -201,6 +223,8 @@ class SyncStrategy:
     #: the partitioner `cdfgnn compare` uses for this method (None: metis for edge-cut
     #: or kind-agnostic methods, ebv for vertex-cut ones)
     default_partitioner: str | None = None
+    #: where the method must equal ``exact`` (every method declares it; tested registry-wide)
+    degenerate: Degenerate = Degenerate(None, reason="not declared")
     PARAMS: dict[str, Param] = {
         "codec": Param("none", str, check=_valid_codec, expect=CODEC_HELP,
                        doc="message encoding of every vertex row sent"),
@@ -250,7 +274,9 @@ class SyncStrategy:
         if run.model == "gat" and run.partition_kind != "edge":
             return (f"model 'gat' needs an edge-cut partitioning, partitioner "
                     f"{run.partitioner!r} makes a {run.partition_kind}-cut")
-        return cls._device_problem(run.device, run.method_params) or cls._parts_problem(run)
+        return (cls._device_problem(run.device, run.method_params)
+                or cls._dtype_problem(run.dtype, run.method_params)
+                or cls._parts_problem(run))
 
     @classmethod
     def _device_problem(cls, device: str, params: dict[str, Any]) -> str | None:
@@ -261,11 +287,16 @@ class SyncStrategy:
         if kind not in cls.supported_devices:
             return (f"method {cls.name!r} does not run on --device {device}; "
                     f"it supports: {', '.join(cls.supported_devices)}")
-        codec = (params or {}).get("codec", "none")
+        codec = cls._codec_spec(params)
         if kind != "cpu" and codec != "none":
             return (f"method {cls.name!r}: codec={codec!r} encodes on the CPU only; "
                     f"on --device {device} use codec=none")
         return None
+
+    @classmethod
+    def _codec_spec(cls, params: dict[str, Any] | None) -> str:
+        """The codec a run uses: its ``codec=`` parameter, else the method's default."""
+        return str((params or {}).get("codec", cls.param_spec()["codec"].default))
 
     @classmethod
     def _parts_problem(cls, run: RunSpec) -> str | None:
@@ -281,6 +312,21 @@ class SyncStrategy:
         if run.precompute_first_layer:
             return (f"--precompute-first-layer needs one part per worker, got {p} parts on "
                     f"{w} workers (method {cls.name!r})")
+        return None
+
+    @classmethod
+    def _dtype_problem(cls, dtype: str, params: dict[str, Any]) -> str | None:
+        """The method (with ``params``) must run in ``dtype``. The lossy codecs encode
+        float32 rows and decode to float32, so in another dtype only a codec that sends
+        the rows as they are is accepted."""
+        if dtype not in cls.supported_dtypes:
+            return (f"method {cls.name!r} does not run in --dtype {dtype}; "
+                    f"it supports: {', '.join(cls.supported_dtypes)}")
+        codec = cls._codec_spec(params)
+        wire = get_codec(codec)
+        if dtype != "float32" and not (wire.exact and wire.bits == 32):
+            return (f"method {cls.name!r}: codec={codec!r} encodes float32 rows; "
+                    f"in --dtype {dtype} use codec=none")
         return None
 
     def check_params(self) -> None:

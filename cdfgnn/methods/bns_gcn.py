@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, SyncStrategy
 
 
 def _sample_seed(seed: int, epoch: int, receiver: int, sender: int) -> int:
@@ -37,6 +37,7 @@ class BNSGCN(SyncStrategy):
     """Re-implementation: a random ``rate`` of boundary rows per epoch, scaled 1/rate."""
 
     name = "bns-gcn"
+    degenerate = Degenerate({"rate": 1.0})   # every boundary vertex sampled
     partition_kind = "edge"
     supported_models = ("gcn", "sage")   # GAT's edge softmax would need the sampled halo
     PARAMS = {

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, SyncStrategy
 
 
 @METHODS.register("cagnet")
@@ -35,6 +35,7 @@ class Cagnet(SyncStrategy):
     """CAGNET-1D-like (re-implementation): every owned block to every rank, every layer."""
 
     name = "cagnet"
+    degenerate = Degenerate({})   # whole blocks carry every halo row
     partition_kind = "edge"
 
     def setup(self, ctx) -> None:
@@ -85,6 +86,7 @@ class Sancus(Cagnet):
     """Sancus-like (re-implementation): staleness-bounded skipping of block broadcasts."""
 
     name = "sancus"
+    degenerate = Degenerate({"staleness": 0})   # never skips a broadcast
     PARAMS = {
         "staleness": Param(4, int, check=lambda k: k >= 0, expect="an integer >= 0",
                            doc="most epochs a block may go without a broadcast (0: never skip)"),

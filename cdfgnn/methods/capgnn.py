@@ -10,7 +10,7 @@ computes are those of ``jaca`` + ``rapa``; overlap changes only the modelled tim
 """
 from __future__ import annotations
 
-from cdfgnn.methods.base import METHODS, Param
+from cdfgnn.methods.base import METHODS, Degenerate, Param
 from cdfgnn.methods.jaca import Jaca
 from cdfgnn.methods.rapa import RapaMixin
 
@@ -18,6 +18,7 @@ from cdfgnn.methods.rapa import RapaMixin
 @METHODS.register("capgnn")
 class Capgnn(RapaMixin, Jaca):
     name = "capgnn"
+    degenerate = Degenerate({"prune": False, "staleness": 1})
     partition_kind = "edge"
     PARAMS = {"overlap": Param(True, bool, doc="overlap halo communication with the "
                                                "inner vertices' computation")}

@@ -65,7 +65,7 @@ import torch
 from cdfgnn.comm.codecs import CODEC_HELP, send_rows
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods import cdfgnn_kernels as K
-from cdfgnn.methods.base import METHODS, Param, SyncKey, _valid_codec
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, _valid_codec
 from cdfgnn.methods.exact import Exact
 
 
@@ -78,6 +78,7 @@ class CdfgnnBaseline(Exact):
     """CDFGNN's Baseline: exact gather/scatter of every replica's rows."""
 
     name = "cdfgnn-baseline"
+    degenerate = Degenerate({}, "vertex")
     partition_kind = "vertex"
     default_partitioner = "ebv"
 
@@ -87,6 +88,7 @@ class CdfgnnQuant(CdfgnnBaseline):
     """CDFGNN's Quantify: exact gather/scatter, every vertex message linear-B quantised."""
 
     name = "cdfgnn-quant"
+    degenerate = Degenerate({"codec": "none"}, "vertex")
     PARAMS = {"codec": Param("linear-8", str, check=_valid_codec, expect=CODEC_HELP,
                              doc="message encoding of every vertex row sent")}
 
@@ -145,7 +147,9 @@ class CdfgnnCache(CdfgnnBaseline):
     """CDFGNN's adaptive vertex cache (Algorithm 2, eqs. 6-7)."""
 
     name = "cdfgnn-cache"
+    degenerate = Degenerate({"epsilon": 0.0, "adaptive": False}, "vertex")
     supported_devices = ("cpu",)   # the cache state and its kernels are host-side (numba)
+    supported_dtypes = ("float32",)  # ... and float32 (cdfgnn_kernels)
     PARAMS = {
         "epsilon": Param(0.001, float, check=_nonneg, expect=">= 0",
                          doc="initial relative L-inf threshold (digest Q2: nu2)"),
@@ -417,5 +421,7 @@ class Cdfgnn(CdfgnnCache):
     """CDFGNN: the adaptive cache with linear-B quantised messages (default linear-8)."""
 
     name = "cdfgnn"
+    degenerate = Degenerate({"codec": "none", "epsilon": 0.0, "adaptive": False},
+                            "vertex")
     PARAMS = {"codec": Param("linear-8", str, check=_valid_codec, expect=CODEC_HELP,
                              doc="message encoding of every vertex row sent")}

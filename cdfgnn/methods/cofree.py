@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncStrategy
 
 REWEIGHTS = ("dar", "none", "inv-rf")
 EVALS = ("full-graph", "per-part")
@@ -110,9 +110,16 @@ def masked_csr(indptr: np.ndarray, indices: np.ndarray, keep: np.ndarray
     return out, indices[keep]
 
 
+#: why CoFree has no setting that equals ``exact`` (``SyncStrategy.degenerate``)
+COMMUNICATION_FREE = ("communication-free: a part never sees the rows of its neighbours on "
+                      "other parts, so at P > 1 it trains another model by design (it equals "
+                      "the oracle at P = 1 only, tests/test_cofree.py)")
+
+
 @METHODS.register("cofree")
 class CoFree(SyncStrategy):
     name = "cofree"
+    degenerate = Degenerate(None, "vertex", reason=COMMUNICATION_FREE)
     partition_kind = "vertex"
     communication_free = True
     full_graph_eval = True
@@ -211,6 +218,7 @@ class CoFreeEdgeCut(SyncStrategy):
     training with the weight gradients all-reduced."""
 
     name = "cofree-edgecut"
+    degenerate = Degenerate(None, reason=COMMUNICATION_FREE)
     partition_kind = "edge"
     communication_free = True
     full_graph_eval = True

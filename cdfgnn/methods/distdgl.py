@@ -19,11 +19,15 @@ from typing import Any
 import numpy as np
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, SyncStrategy
 
 
 class DistDGL(SyncStrategy):
     name = "distdgl"
+    degenerate = Degenerate(None, reason=(
+        "sampled track: every worker samples its own batches from a per-worker schedule, "
+        "which no one-process trainer draws, so there is no reference to equal (rapidgnn "
+        "with cache_fraction=0, prefetch=0 equals distdgl-metis, tests/test_rapidgnn.py)"))
     track = "minibatch"
     partition_kind = "edge"
 

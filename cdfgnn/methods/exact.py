@@ -7,11 +7,13 @@ float tolerance (tests/test_exactness.py).
 """
 from __future__ import annotations
 
-from cdfgnn.methods.base import METHODS, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, SyncStrategy
 
 
 @METHODS.register("exact")
 class Exact(SyncStrategy):
     name = "exact"
+    degenerate = Degenerate({})
     #: every buffer follows the rows it is handed (clone, index_add_, new_zeros)
     supported_devices = ("cpu", "cuda")
+    supported_dtypes = ("float32", "float64")

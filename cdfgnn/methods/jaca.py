@@ -57,7 +57,7 @@ import torch
 
 from cdfgnn.comm.codecs import send_rows
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, Prepared, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, Prepared, SyncKey, SyncStrategy
 from cdfgnn.models.dropout import apply_mask, dropout_key
 
 POLICIES = ("priority", "fifo", "lru", "lfu", "random")
@@ -229,6 +229,7 @@ def _capacity_param(v) -> bool:
 @METHODS.register("jaca")
 class Jaca(SyncStrategy):
     name = "jaca"
+    degenerate = Degenerate({"staleness": 1})   # every cached row refreshed every epoch
     partition_kind = "edge"
     PARAMS = {
         "policy": Param("priority", str, choices=POLICIES, doc="admission/eviction policy"),

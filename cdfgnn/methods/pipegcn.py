@@ -13,7 +13,7 @@ Sylvie comparison.
 """
 from __future__ import annotations
 
-from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, SyncStrategy
 
 SMOOTHING = {"none": (), "features": ("fwd",), "gradients": ("bwd",), "both": ("fwd", "bwd")}
 
@@ -23,10 +23,14 @@ class PipeGCN(SyncStrategy):
     """Re-implementation: one-epoch-stale float32 boundary rows, overlapped."""
 
     name = "pipegcn"
+    degenerate = Degenerate(None, reason=(
+        "every training sync point consumes the rows of the previous epoch (zeros at "
+        "epoch 0): no parameter makes it synchronous"))
     partition_kind = "edge"
     overlaps_compute = True
     #: the stale buffers are zeros_like / mul / add of the rows handed over: device-generic
     supported_devices = ("cpu", "cuda")
+    supported_dtypes = ("float32", "float64")
     PARAMS = {
         "smoothing": Param("none", str, choices=tuple(SMOOTHING),
                            doc="moving average of stale features, gradients or both"),

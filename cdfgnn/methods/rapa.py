@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cdfgnn.methods.base import METHODS, Param, Prepared, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, Prepared, SyncStrategy
 
 BETA_MB = 100.0
 
@@ -204,4 +204,5 @@ class RapaMixin:
 @METHODS.register("rapa")
 class Rapa(RapaMixin, SyncStrategy):
     name = "rapa"
+    degenerate = Degenerate({"prune": False})   # no halo arc dropped
     partition_kind = "edge"

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, SyncKey, SyncStrategy
 from cdfgnn.models.propagate import SparseMatrix
 
 
@@ -75,6 +75,7 @@ class SequentialAggregate(torch.autograd.Function):
 @METHODS.register("sar")
 class SAR(SyncStrategy):
     name = "sar"
+    degenerate = Degenerate({})   # sequential per-peer aggregation is exact
     partition_kind = "edge"
     supported_models = ("gcn", "sage")
 

@@ -28,7 +28,7 @@ import torch
 
 from cdfgnn.comm.codecs import STOCHASTIC_BITS, get_codec
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.base import METHODS, Param, SyncKey, SyncStrategy
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, SyncStrategy
 
 
 class _LowBit(SyncStrategy):
@@ -95,6 +95,7 @@ class SylvieS(_LowBit):
     """Sylvie-S: synchronous low-bit halo exchange."""
 
     name = "sylvie-s"
+    degenerate = Degenerate({"bits": 32})   # plain float32 messages
 
 
 @METHODS.register("sylvie-a")
@@ -102,6 +103,7 @@ class SylvieA(_LowBit):
     """Sylvie-A: low-bit halo exchange overlapped with computation, one epoch stale."""
 
     name = "sylvie-a"
+    degenerate = Degenerate({"bits": 32, "staleness_bound": 1})   # every epoch synchronous
     PARAMS = {
         "staleness_bound": Param(0, int, check=lambda k: k >= 1, expect="an integer >= 1",
                                  doc="one fully synchronous epoch every k epochs "

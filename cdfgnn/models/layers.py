@@ -129,12 +129,13 @@ class GATLayer(nn.Module):
         s_src = (t3 * self.att_src).sum(-1)
         s_dst = (t3[:n] * self.att_dst).sum(-1)
         e = F.leaky_relu(s_src[cols] + s_dst[rows], 0.2)                  # [arcs, heads]
-        top = torch.full((n, heads), -math.inf, device=t.device).scatter_reduce(
+        # buffers in t's dtype and device (float64 runs: no float32 rounding in between)
+        top = torch.full((n, heads), -math.inf, dtype=t.dtype, device=t.device).scatter_reduce(
             0, rows[:, None].expand_as(e), e.detach(), "amax")
         ex = torch.exp(e - top[rows])
-        den = torch.zeros(n, heads, device=t.device).index_add(0, rows, ex)
+        den = t.new_zeros(n, heads).index_add(0, rows, ex)
         alpha = ex / den[rows]
-        z = torch.zeros(n, heads, fout, device=t.device).index_add(0, rows, alpha[:, :, None] * t3[cols])
+        z = t.new_zeros(n, heads, fout).index_add(0, rows, alpha[:, :, None] * t3[cols])
         return z.mean(1) + self.bias
 
     def precompute(self, x: torch.Tensor, prop: Propagator, index: int):

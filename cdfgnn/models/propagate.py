@@ -30,6 +30,10 @@ import numpy as np
 import torch
 
 
+#: the numpy type of each supported floating-point type (``--dtype``)
+_NUMPY_FLOAT = {torch.float32: np.float32, torch.float64: np.float64}
+
+
 class SpMM(torch.autograd.Function):
     """``A @ x`` with ``A`` sparse CSR and its transpose precomputed for backward.
 
@@ -51,11 +55,13 @@ class SparseMatrix:
     """A CSR matrix with its transpose, built once from (indptr, indices, values)."""
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
-                 shape: tuple[int, int], device: torch.device | None = None):
+                 shape: tuple[int, int], device: torch.device | None = None,
+                 dtype: torch.dtype = torch.float32):
         self.shape = shape
         crow = torch.from_numpy(np.ascontiguousarray(indptr, dtype=np.int64))
         col = torch.from_numpy(np.ascontiguousarray(indices, dtype=np.int64))
-        val = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+        # the values are computed in float64 (norm_values) and rounded once to ``dtype``
+        val = torch.from_numpy(np.ascontiguousarray(values, dtype=_NUMPY_FLOAT[dtype]))
         with warnings.catch_warnings():  # "CSR support is in beta": known, and tested here
             warnings.simplefilter("ignore", UserWarning)
             self.a = torch.sparse_csr_tensor(crow, col, val, size=shape)
@@ -95,10 +101,11 @@ def norm_values(norm: str, row_deg: np.ndarray, col_deg: np.ndarray, indptr: np.
     return vals
 
 
-def self_coefficients(norm: str, deg: np.ndarray) -> torch.Tensor:
+def self_coefficients(norm: str, deg: np.ndarray, dtype: torch.dtype = torch.float32,
+                      ) -> torch.Tensor:
     if norm == "gcn":
-        return torch.from_numpy((1.0 / (deg.astype(np.float64) + 1.0)).astype(np.float32))
-    return torch.ones(deg.shape[0], dtype=torch.float32)
+        return torch.from_numpy(1.0 / (deg.astype(np.float64) + 1.0)).to(dtype)
+    return torch.ones(deg.shape[0], dtype=dtype)
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,11 +164,16 @@ class Propagator:
     #: where this propagator's matrices, coefficients and index tensors live (the run's
     #: device; the CSR structure and the views stay numpy on the host)
     device: torch.device = torch.device("cpu")
+    #: the floating-point type of its matrices and coefficients (the run's ``--dtype``)
+    dtype: torch.dtype = torch.float32
 
     def __init__(self, indptr, indices, row_deg, col_deg, num_in: int,
-                 row_scale: np.ndarray | None = None, device: torch.device | None = None):
+                 row_scale: np.ndarray | None = None, device: torch.device | None = None,
+                 dtype: torch.dtype | None = None):
         if device is not None:
             self.device = torch.device(device)
+        if dtype is not None:
+            self.dtype = dtype
         view = LocalView("base", indptr, indices, row_deg, col_deg, num_in,
                          int(len(indptr) - 1), row_scale=row_scale)
         self.base_view = view
@@ -192,7 +204,8 @@ class Propagator:
             vals = norm_values(norm, v.row_deg, v.col_deg, v.indptr, v.indices, v.row_scale)
             if v.col_scale is not None:
                 vals = vals * v.col_scale[v.indices]
-            mat = SparseMatrix(v.indptr, v.indices, vals, (v.num_out, v.num_in), self.device)
+            mat = SparseMatrix(v.indptr, v.indices, vals, (v.num_out, v.num_in), self.device,
+                               self.dtype)
             self._mats[key] = mat
             if len(self._mats) > self.CACHE_SIZE:
                 self._mats.popitem(last=False)
@@ -203,8 +216,8 @@ class Propagator:
     def self_coef(self, norm: str) -> torch.Tensor:
         key = (self.view.key, norm)
         if key not in self._self:
-            self._self[key] = self_coefficients(norm, self.view.row_deg[: self.view.num_out]
-                                                ).to(self.device)
+            self._self[key] = self_coefficients(norm, self.view.row_deg[: self.view.num_out],
+                                                self.dtype).to(self.device)
         return self._self[key]
 
     def expand(self, t: torch.Tensor, layer: int) -> torch.Tensor:
@@ -253,7 +266,7 @@ class FullGraphPropagator(Propagator):
     """The whole graph in one process: the exactness oracle."""
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray,
-                 device: torch.device | None = None):
+                 device: torch.device | None = None, dtype: torch.dtype | None = None):
         deg = np.diff(indptr)
-        super().__init__(indptr, indices, deg, deg, len(indptr) - 1, device=device)
+        super().__init__(indptr, indices, deg, deg, len(indptr) - 1, device=device, dtype=dtype)
         self.input_ids = torch.arange(self.num_out, dtype=torch.int64, device=self.device)

@@ -27,6 +27,11 @@ DEVICES: tuple[str, ...] = ("cpu", "cuda")
 #: one-process trainers that run on a GPU (the distributed trainer: per method,
 #: ``SyncStrategy.supported_devices``)
 DEVICE_TRAINERS: tuple[str, ...] = (DISTRIBUTED, "full-graph")
+#: floating-point types of model, features, messages and optimiser state (``--dtype``)
+DTYPES: tuple[str, ...] = ("float32", "float64")
+#: one-process trainers that run in float64 (the distributed trainer: per method,
+#: ``SyncStrategy.supported_dtypes``)
+DTYPE_TRAINERS: tuple[str, ...] = (DISTRIBUTED, "full-graph")
 
 
 def option(help: str, group: str, *, flag: str | None = None, metavar: str | None = None,
@@ -110,6 +115,10 @@ class TrainConfig:
     device: str = field(default="cpu", metadata=option(
         "cpu | cuda (process backend: nccl, one GPU per rank; methods declare the "
         "devices they run on)", "execution", grid=True))
+    dtype: str = field(default="float32", metadata=option(
+        "float32 | float64: floating-point type of weights, features, messages, gradients "
+        "and Adam state (float64: exactness checks below float32 rounding; methods declare "
+        "the dtypes they run in)", "execution", grid=True))
     launcher: str = field(default="auto", metadata=option(
         "auto | builtin | torchrun: who starts the ranks (torchrun: one process per rank "
         "started by `torchrun --nnodes H --nproc-per-node D -m cdfgnn.cli train ...`, the "
@@ -179,6 +188,8 @@ class TrainConfig:
             raise CdfgnnError(f"--lr must be > 0, got {self.lr}")
         if self.device != "cpu":
             self._check_device()
+        if self.dtype != "float32":
+            self._check_dtype()
         if self.launcher not in ("auto", "builtin", "torchrun"):
             raise CdfgnnError(f"unknown --launcher {self.launcher!r}; valid: auto, builtin, "
                               "torchrun")
@@ -220,7 +231,7 @@ class TrainConfig:
         return RunSpec(model=self.model, partitioner=name, partition_kind=kind,
                        parts=parts or self.workers, workers=self.workers, device=self.device,
                        method_params=dict(self.method_params),
-                       precompute_first_layer=self.precompute_first_layer)
+                       precompute_first_layer=self.precompute_first_layer, dtype=self.dtype)
 
     def _check_device(self) -> None:
         """``--device cuda``: a known device, and a trainer that runs there (a method's
@@ -230,6 +241,21 @@ class TrainConfig:
         if self.trainer not in DEVICE_TRAINERS:
             raise CdfgnnError(f"trainer {self.trainer!r} does not run on --device {self.device}; "
                               f"on {self.device}: {', '.join(DEVICE_TRAINERS)}")
+
+    def _check_dtype(self) -> None:
+        """``--dtype float64``: a known dtype and a one-process trainer that runs in it (a
+        method's dtypes and codec: its ``check_compatible``)."""
+        if self.dtype not in DTYPES:
+            raise CdfgnnError(f"unknown --dtype {self.dtype!r}; valid: {', '.join(DTYPES)}")
+        if self.trainer != DISTRIBUTED and self.trainer not in DTYPE_TRAINERS:
+            raise CdfgnnError(f"trainer {self.trainer!r} does not run in --dtype {self.dtype}; "
+                              f"in {self.dtype}: {', '.join(DTYPE_TRAINERS)}")
+
+    @property
+    def torch_dtype(self):
+        """``dtype`` as a ``torch.dtype``."""
+        import torch
+        return getattr(torch, self.dtype)
 
     def check_runtime(self) -> None:
         """What this machine must offer (run start, not validation: a pipeline may plan GPU

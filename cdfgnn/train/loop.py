@@ -47,7 +47,7 @@ class LocalData:
     """
 
     x: torch.Tensor                 # [rows of the propagator's input, F]
-    y: torch.Tensor                 # [label rows] int64 or [label rows, C] float32
+    y: torch.Tensor                 # [label rows] int64 or [label rows, C] float (multilabel)
     train: torch.Tensor             # bool [label rows]
     val: torch.Tensor
     test: torch.Tensor
@@ -59,12 +59,19 @@ class LocalData:
         if self.owned < 0:
             self.owned = int(self.y.shape[0])
 
-    def to(self, device: torch.device | str | None) -> "LocalData":
-        """The same rows on ``device`` (self when already there, or ``device`` is None)."""
-        if device is None or torch.device(device) == self.x.device:
+    def to(self, device: torch.device | str | None,
+           dtype: torch.dtype | None = None) -> "LocalData":
+        """The same rows on ``device``, features (and multilabel targets) in ``dtype``
+        (self when nothing changes; None keeps the device or the dtype)."""
+        same_device = device is None or torch.device(device) == self.x.device
+        if same_device and (dtype is None or dtype == self.x.dtype):
             return self
-        return replace(self, **{k: getattr(self, k).to(device)
-                                for k in ("x", "y", "train", "val", "test")})
+        moved = {k: getattr(self, k).to(device) for k in ("x", "y", "train", "val", "test")}
+        if dtype is not None:
+            moved["x"] = moved["x"].to(dtype)
+            if moved["y"].is_floating_point():
+                moved["y"] = moved["y"].to(dtype)
+        return replace(self, **moved)
 
 
 @dataclass
@@ -241,7 +248,7 @@ def _train_part(model: GNN, part: TrainPart, epoch: int) -> torch.Tensor:
 
 def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str, Any]:
     """Each part's first-layer aggregation of its input rows, once, over the base view
-    with exact sync (full halo, float32); returns the traffic it took."""
+    with exact sync (full halo, the run's dtype); returns the traffic it took."""
     if len(parts) > 1:
         raise CdfgnnError("--precompute-first-layer needs one part per worker, "
                           f"this rank holds {len(parts)}")

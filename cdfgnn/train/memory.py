@@ -17,6 +17,9 @@ the partition statistics (``cdfgnn.partition.stats``), in bytes:
 * method state: ``SyncStrategy.memory_bytes(rows, widths)`` when a method keeps
   caches or buffers (optional hook; 0 otherwise).
 
+Every 4 B float above is 8 B with ``--dtype float64`` (features are cast per part;
+the graph file stays float32).
+
 The estimate is deliberately simple and slightly conservative; it is a guard,
 not a profiler. ``check`` compares it with a budget (default: MemAvailable).
 """
@@ -93,24 +96,30 @@ def _layer_widths(cfg, graph) -> list[tuple[int, int]]:
     return list(zip(dims[:-1], dims[1:]))
 
 
+def float_bytes(cfg) -> float:
+    """Bytes of one float of the run (``--dtype``; 4 for configs without one)."""
+    return 8.0 if getattr(cfg, "dtype", "float32") == "float64" else 4.0
+
+
 def model_bytes(cfg, graph) -> float:
     gat = cfg.model == "gat"  # heads x (weight + two attention vectors)
     heads = getattr(cfg, "heads", 1) if gat else 1
     mult = 2 if cfg.model == "sage" else heads
     params = sum(mult * a * b + (2 * heads * b if gat else 0) + b
                  for a, b in _layer_widths(cfg, graph))
-    return 16.0 * params
+    return 4.0 * float_bytes(cfg) * params
 
 
 def part_bytes(cfg, graph, rows: float, arcs: float) -> float:
     """Bytes of one part with ``rows`` local rows and ``arcs`` local arcs (see module doc)."""
     widths = _layer_widths(cfg, graph)
-    data = rows * (4.0 * graph.num_features + 16.0)
-    sparse = 2.0 * 12.0 * arcs + 16.0 * rows
-    act = 2.0 * 4.0 * rows * sum(a + 4 * b for a, b in widths)
+    f = float_bytes(cfg)
+    data = rows * (f * graph.num_features + 16.0)
+    sparse = 2.0 * (8.0 + f) * arcs + 16.0 * rows
+    act = 2.0 * f * rows * sum(a + 4 * b for a, b in widths)
     if cfg.model == "gat":  # the edge softmax keeps per-arc messages and scores for backward
         heads = getattr(cfg, "heads", 1)
-        act += 2.0 * 4.0 * (arcs + rows) * sum(heads * (2 * b + 6) for _, b in widths)
+        act += 2.0 * f * (arcs + rows) * sum(heads * (2 * b + 6) for _, b in widths)
     return data + sparse + act + 8.0 * rows
 
 

@@ -24,11 +24,12 @@ from cdfgnn.train.record import device_peak_mb, reset_device_peak
 from cdfgnn.train.worker import model_for
 
 
-def full_graph_data(graph: Graph, device: torch.device | None = None) -> LocalData:
+def full_graph_data(graph: Graph, device: torch.device | None = None,
+                    dtype: torch.dtype | None = None) -> LocalData:
     return LocalData(torch.from_numpy(graph.x), torch.from_numpy(graph.y),
                      torch.from_numpy(graph.train), torch.from_numpy(graph.val),
                      torch.from_numpy(graph.test), int(graph.train.sum()),
-                     graph.multilabel).to(device)
+                     graph.multilabel).to(device, dtype)
 
 
 def one_thread(fn):
@@ -47,12 +48,12 @@ def one_thread(fn):
 @one_thread
 def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
     """Returns ``{"epochs": [...], "times": [...], "final_state": state_dict}`` (and
-    ``max_memory_allocated_mb`` on cuda), trained on ``cfg.device``."""
-    device = torch.device(cfg.device)
+    ``max_memory_allocated_mb`` on cuda), trained on ``cfg.device`` in ``cfg.dtype``."""
+    device, dtype = torch.device(cfg.device), cfg.torch_dtype
     reset_device_peak(device)
     model = model_for(cfg, graph, device)
-    prop = FullGraphPropagator(graph.indptr, graph.indices, device=device)
-    res = run_epochs(model, [TrainPart(prop, full_graph_data(graph, device))],
+    prop = FullGraphPropagator(graph.indptr, graph.indices, device=device, dtype=dtype)
+    res = run_epochs(model, [TrainPart(prop, full_graph_data(graph, device, dtype))],
                      epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
                      eval_every=cfg.eval_every)
     return {**_as_dict(res), "max_memory_allocated_mb": device_peak_mb(device)}

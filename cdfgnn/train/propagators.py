@@ -32,10 +32,10 @@ def _index(idx, device: torch.device) -> torch.Tensor:
 
 class _BookPropagator(Propagator):
     def __init__(self, book: PartitionBook, strategy: SyncStrategy,
-                 device: torch.device | None = None):
+                 device: torch.device | None = None, dtype: torch.dtype | None = None):
         rows = book.adj_rows
         super().__init__(book.adj_indptr, book.adj_indices, book.global_degree[:rows],
-                         book.global_degree, book.num_local, device=device)
+                         book.global_degree, book.num_local, device=device, dtype=dtype)
         self.base_view = self.view = self.base_view.but(self_rows=self._default_self_rows(book))
         self.book = book
         self.strategy = strategy
@@ -68,8 +68,8 @@ class EdgeCutPropagator(_BookPropagator):
     """Rows: owned (inner) vertices; aggregation reads owned + halo rows."""
 
     def __init__(self, book: PartitionBook, strategy: SyncStrategy,
-                 device: torch.device | None = None):
-        super().__init__(book, strategy, device)
+                 device: torch.device | None = None, dtype: torch.dtype | None = None):
+        super().__init__(book, strategy, device, dtype)
         self.input_ids = torch.from_numpy(book.local_nodes[: book.num_owned]).to(self.device)
 
     def expanded_ids(self) -> torch.Tensor:
@@ -85,8 +85,8 @@ class VertexCutPropagator(_BookPropagator):
     """Rows: every local replica; per-vertex terms only on masters; sync after aggregation."""
 
     def __init__(self, book: PartitionBook, strategy: SyncStrategy,
-                 device: torch.device | None = None):
-        super().__init__(book, strategy, device)
+                 device: torch.device | None = None, dtype: torch.dtype | None = None):
+        super().__init__(book, strategy, device, dtype)
         self.input_ids = torch.from_numpy(book.local_nodes).to(self.device)
 
     def finish(self, z: torch.Tensor, layer: int) -> torch.Tensor:
@@ -100,11 +100,13 @@ class VertexCutPropagator(_BookPropagator):
 
 
 def make_propagator(book: PartitionBook, strategy: SyncStrategy,
-                    device: torch.device | None = None) -> _BookPropagator:
+                    device: torch.device | None = None,
+                    dtype: torch.dtype | None = None) -> _BookPropagator:
     """The part's propagator; its matrices and index tensors live on ``device`` (the
-    run's device, ``RankContext.device``; default CPU)."""
+    run's device, ``RankContext.device``; default CPU), its matrices in ``dtype`` (the
+    run's ``--dtype``; default float32)."""
     cls = EdgeCutPropagator if book.kind == "edge" else VertexCutPropagator
-    return cls(book, strategy, device)
+    return cls(book, strategy, device, dtype)
 
 
 class HaloExchange(torch.autograd.Function):

@@ -46,10 +46,10 @@ def parts_of(rank: int, world_size: int, num_parts: int) -> list[int]:
     return list(range(rank * k, (rank + 1) * k))
 
 
-def local_data(graph: Graph, book: PartitionBook,
-               device: torch.device | None = None) -> LocalData:
+def local_data(graph: Graph, book: PartitionBook, device: torch.device | None = None,
+               dtype: torch.dtype | None = None) -> LocalData:
     """Inputs and labels of a part's rows (edge-cut: owned rows; vertex-cut: every replica),
-    on ``device`` (default CPU)."""
+    on ``device`` (default CPU), features in ``dtype`` (default: the graph's float32)."""
     rows = book.local_nodes[: book.adj_rows]
     return LocalData(
         x=torch.from_numpy(graph.x[rows]),
@@ -60,16 +60,17 @@ def local_data(graph: Graph, book: PartitionBook,
         num_train_global=int(graph.train.sum()),
         multilabel=graph.multilabel,
         owned=book.num_owned,
-    ).to(device)
+    ).to(device, dtype)
 
 
 def model_for(cfg: TrainConfig, graph: Graph, device: torch.device | None = None):
-    """The model, initialised on the CPU (bit-identical weights everywhere), then moved
-    to ``device``."""
+    """The model, initialised in float32 on the CPU (bit-identical weights everywhere, in
+    every dtype: a float64 run starts from the float32 initial weights), then moved to
+    ``device`` and cast to the run's ``dtype``."""
     model = GNN(cfg.model, graph.num_features, cfg.hidden, graph.num_classes, cfg.layers,
                 cfg.dropout, cfg.seed, precompute_first_layer=cfg.precompute_first_layer,
                 heads=cfg.heads)
-    return model if device is None else model.to(device)
+    return model.to(device=device, dtype=cfg.torch_dtype)
 
 
 def rank_device(comm) -> torch.device:
@@ -84,25 +85,27 @@ def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
     given, is read-only in ``ctx.partitioning``: global replica statistics). A setup
     that fails is closed before the error leaves."""
     strategy = build_strategy(cfg.method, cfg.method_params)
-    device = rank_device(comm)
+    device, dtype = rank_device(comm), cfg.torch_dtype
     dims = (graph.num_features, *[cfg.hidden] * (cfg.layers - 1), graph.num_classes)
     try:
         strategy.setup(RankContext(comm, book, graph, cfg.seed, cfg.epochs, part=book.rank,
                                    device=device, model=cfg.model, dims=dims,
-                                   dropout=float(cfg.dropout), partitioning=partitioning))
-        return TrainPart(make_propagator(book, strategy, device),
-                         local_data(graph, book, device), strategy)
+                                   dropout=float(cfg.dropout), partitioning=partitioning,
+                                   dtype=dtype))
+        return TrainPart(make_propagator(book, strategy, device, dtype),
+                         local_data(graph, book, device, dtype), strategy)
     except BaseException:
         strategy.close()
         raise
 
 
-def full_graph_counter(graph: Graph, device: torch.device | None = None):
+def full_graph_counter(graph: Graph, device: torch.device | None = None,
+                       dtype: torch.dtype | None = None):
     """Metric counts of one-process full-graph inference (evaluation of many-part runs)."""
     from cdfgnn.train.oracle import full_graph_data
 
-    prop = FullGraphPropagator(graph.indptr, graph.indices, device=device)
-    data = full_graph_data(graph, device)
+    prop = FullGraphPropagator(graph.indptr, graph.indices, device=device, dtype=dtype)
+    data = full_graph_data(graph, device, dtype)
     pre = {}
 
     def counts(model: GNN) -> torch.Tensor:
@@ -160,7 +163,7 @@ def _train_parts(comm, cfg: TrainConfig, graph: Graph, parts: list[TrainPart], d
     return run_epochs(model_for(cfg, graph, device), parts, epochs=cfg.epochs, lr=cfg.lr,
                       weight_decay=cfg.weight_decay, comm=comm, eval_every=cfg.eval_every,
                       full_graph_eval=full_eval,
-                      full_graph_counts=full_graph_counter(graph, device)
+                      full_graph_counts=full_graph_counter(graph, device, cfg.torch_dtype)
                       if full_eval and comm.rank == 0 else None)
 
 
