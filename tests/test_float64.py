@@ -146,7 +146,7 @@ def test_record_says_dtype(graph_file):
     ({"method": "sar"}, "method 'sar' does not run in --dtype float64; it supports: float32"),
     ({"method": "exact", "method_params": {"codec": "fp16"}},
      "method 'exact': codec='fp16' encodes float32 rows; in --dtype float64 use codec=none"),
-    ({"method": "cdfgnn-quant"},   # its default codec is linear-8
+    ({"method": "cdfgnn-quant", "partitioner": "ebv"},   # its default codec is linear-8
      "method 'cdfgnn-quant': codec='linear-8' encodes float32 rows"),
     ({"trainer": "minibatch"}, "trainer 'minibatch' does not run in --dtype float64"),
 ])
