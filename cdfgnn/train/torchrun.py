@@ -14,7 +14,11 @@ MASTER_PORT). Each process:
 * loads the graph and the partitioning file itself (or receives rank 0's on-the-fly
   partitioning), trains its part with the same ``rank_main`` as the built-in
   process backend, and sends its per-rank result to every rank;
-* rank 0 writes the run record (the others build it too but write nothing).
+* rank 0 writes the run record (the others build it too but write nothing);
+* beats a heartbeat through the job's store (:mod:`cdfgnn.comm.liveness`): a peer
+  or host that goes silent for ``min(timeout_s, 10 s)`` (link down, host down,
+  process killed) ends the run on every surviving rank with one line naming it and
+  exit code 1, instead of waiting for the collective timeout; no record is written.
 """
 from __future__ import annotations
 
@@ -118,6 +122,17 @@ class TorchrunSession:
             dist.init_process_group(backend, init_method="env://", rank=self.rank,
                                     world_size=world, timeout=timedelta(seconds=cfg.timeout_s))
         self.comm = ProcessCommunicator(self.rank, world, self.topology, device=device)
+        self.heartbeat = self._start_heartbeat(env, cfg.timeout_s) if world > 1 else None
+        self.comm.liveness = self.heartbeat
+
+    def _start_heartbeat(self, env: Mapping[str, str], timeout_s: float):
+        from cdfgnn.comm.liveness import Heartbeat, lost_after
+
+        # one key space per job and restart, in the job's store (MASTER_ADDR:MASTER_PORT)
+        job = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        return Heartbeat(self.rank, self.topology, env["MASTER_ADDR"], int(env["MASTER_PORT"]),
+                         f"cdfgnn/heartbeat/{job}/{restart}", lost_after(timeout_s)).start()
 
     @property
     def lead(self) -> bool:
@@ -140,6 +155,8 @@ class TorchrunSession:
 
         if dist.is_initialized():
             self.comm.barrier()
+            if self.heartbeat is not None:  # after the last collective every rank is done
+                self.heartbeat.stop()
             dist.destroy_process_group()
 
 
