@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cdfgnn.comm.liveness import lost_after
 from cdfgnn.train.torchrun import ENV_VARS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,11 +47,10 @@ FAULT_TRAIN = ROOT / "tests" / "_fault_train.py"
 ADDRS = ("198.18.0.1", "198.18.0.2")     # RFC 2544 benchmark range, inside the namespaces only
 RDZV_PORT = 29400                         # free: each namespace has its own port space
 RATE = "1gbit"
-#: the heartbeat's limit under these runs' --timeout 60 (cdfgnn/comm/liveness.py)
-LOST_AFTER_S = 10
+TIMEOUT_S = 60
 #: seconds from the drop to the surviving ranks' one-line error: the heartbeat needs
-#: LOST_AFTER_S + about 2 s; the rest is slack for a busy 2-core machine
-DROP_BOUND_S = 40.0
+#: lost_after(TIMEOUT_S) = 10 s + about 1 s; the rest is slack for a busy 2-core machine
+DROP_BOUND_S = 30.0
 #: the same run everywhere: small enough for 4 ranks on 2 cores, big enough that the
 #: cross-host exchange is megabytes per epoch
 RUN = dict(dataset="synth-arxiv", scale="small", hidden=64, epochs=6, warmup=1)
@@ -169,8 +169,8 @@ def two_hosts():
 
 
 def _train_args(out: Path, **extra) -> list[str]:
-    args = ["train", "--launcher", "torchrun", "--timeout", "60", "--network", "veth-1gbit",
-            "--out", str(out)]
+    args = ["train", "--launcher", "torchrun", "--timeout", str(TIMEOUT_S),
+            "--network", "veth-1gbit", "--out", str(out)]
     for key, value in {**RUN, **extra}.items():
         args += [f"--{key}", str(value)]
     return args
@@ -191,6 +191,7 @@ def _text(log: Path, suffix: str) -> str:
 def test_two_hosts_train_exactly_over_a_shaped_link(two_hosts, tmp_path, record_property):
     from cdfgnn.comm.network import NetworkModel
     from cdfgnn.data.datasets import get_graph
+    from cdfgnn.partition.base import Topology
     from cdfgnn.train.config import TrainConfig
     from cdfgnn.train.oracle import train_full_graph
     from cdfgnn.train.record import validate_record
@@ -219,22 +220,17 @@ def test_two_hosts_train_exactly_over_a_shaped_link(two_hosts, tmp_path, record_
 
     # measured vertex-exchange seconds vs the model's for the same counted bytes
     assert rec["model_time"]["profile"] == "veth-1gbit"
-    assert NetworkModel(_topology(), "veth-1gbit").profile.inter_gbps == 0.125
+    assert NetworkModel(Topology(2, 2), "veth-1gbit").profile.inter_gbps == 0.125
     measured = sum(r["comm_s"] for r in rec["ranks"])
     modelled = sum(r["modelled_vertex_s"] for r in rec["ranks"])
     ratio = measured / modelled
     assert math.isfinite(ratio) and ratio > 0
     record_property("measured_over_modelled", ratio)
     per_rank = [round(r["comm_s"] / r["modelled_vertex_s"], 2) for r in rec["ranks"]]
-    print(f"\nveth 1 Gbit/s, h2x2: inter-host {rec['comm']['per_epoch']['inter']['bytes'] / 1e6:.2f}"
-          f" MB/epoch; vertex exchange measured {measured / 4 * 1e3:.1f} ms vs modelled "
-          f"{modelled / 4 * 1e3:.1f} ms per rank and epoch (veth-1gbit): ratio {ratio:.2f} "
-          f"(per rank {per_rank})")
-
-
-def _topology():
-    from cdfgnn.partition.base import Topology
-    return Topology(2, 2)
+    inter_mb = rec["comm"]["per_epoch"]["inter"]["bytes"] / 1e6
+    print(f"\nveth 1 Gbit/s, h2x2: inter-host {inter_mb:.2f} MB/epoch; vertex exchange "
+          f"measured {measured / 4 * 1e3:.1f} ms vs modelled {modelled / 4 * 1e3:.1f} ms per "
+          f"rank and epoch (veth-1gbit): ratio {ratio:.2f} (per rank {per_rank})")
 
 
 @pytest.mark.parametrize("drop", ["link-down", "host-killed"])
@@ -259,15 +255,18 @@ def test_a_host_that_drops_out_ends_the_run(two_hosts, tmp_path, drop):
     dropped = time.monotonic()
     (tmp_path / "go").touch()
 
-    survivors = r"rank [01] \(host 0\) lost host 1 \(ranks 2, 3\): no heartbeat for 10 s"
+    limit = f"{lost_after(TIMEOUT_S):g} s"
+    survivors = r"rank [01] \(host 0\) lost host 1 \(ranks 2, 3\): no heartbeat for " + limit
     lines = _error_lines(logs[0], survivors, deadline=dropped + DROP_BOUND_S)
     elapsed = time.monotonic() - dropped
     assert procs[0].wait(timeout=60) != 0
     assert lines, _text(logs[0], ".err")[-3000:]
+    assert "SIGABRT" not in _text(logs[0], ".err")  # the ranks exited, none aborted
     if drop == "link-down":  # host 1's ranks lose the job's store on host 0 the same way
-        assert _error_lines(logs[1], r"rank [23] \(host 1\) lost host 0 \(ranks 0, 1\): the "
-                            r"job's store at 198\.18\.0\.1:\d+ on host 0 did not answer for "
-                            r"10 s", deadline=dropped + DROP_BOUND_S), _text(logs[1], ".err")[-3000:]
+        lost_store = (r"rank [23] \(host 1\) lost host 0 \(ranks 0, 1\): the job's store at "
+                      r"198\.18\.0\.1:\d+ on host 0 did not answer for " + limit)
+        assert _error_lines(logs[1], lost_store, deadline=dropped + DROP_BOUND_S), \
+            _text(logs[1], ".err")[-3000:]
     assert not out.exists() and not any(out.parent.iterdir())  # no record, no partial one
     print(f"\n{drop}: host 0's ranks ended {elapsed:.1f} s after the drop: {lines[0]}")
 

@@ -27,6 +27,7 @@ trips; the training threads never wait on it.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -40,9 +41,14 @@ HEARTBEAT_INTERVAL_S = 1.0
 LOST_AFTER_S = 10.0
 
 
+#: never fewer than this many heartbeat intervals (a short --timeout would misjudge)
+MIN_INTERVALS = 3
+
+
 def lost_after(timeout_s: float) -> float:
-    """Seconds of silence after which a peer is lost: 10 s, or ``timeout_s`` if shorter."""
-    return min(float(timeout_s), LOST_AFTER_S)
+    """Seconds of silence after which a peer is lost: 10 s, or ``timeout_s`` if shorter,
+    but at least 3 heartbeat intervals."""
+    return max(min(float(timeout_s), LOST_AFTER_S), MIN_INTERVALS * HEARTBEAT_INTERVAL_S)
 
 
 def describe_ranks(ranks: list[int], topology: Topology) -> str:
@@ -86,13 +92,28 @@ class Heartbeat:
         self._changed = {p: now for p in range(self.topology.num_parts) if p != self.rank}
         for t in self._threads:
             t.start()
+        atexit.register(self._at_exit)
         return self
 
     def stop(self) -> None:
-        """End the heartbeat (after the run's last collective). The beating thread may
-        be inside a store call; it is a daemon and ends with the process."""
+        """End the heartbeat (after the run's last collective): both threads finish
+        their round (one store round trip) and end."""
         self._stop.set()
-        self._threads[1].join(timeout=2 * self.interval_s)
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout=2 * self.interval_s + 1.0)
+
+    def _at_exit(self) -> None:
+        # A daemon thread that returns from a store call while the interpreter shuts
+        # down is unwound through C++ frames and aborts the process ("terminate called
+        # without an active exception", SIGABRT): stop the beat before teardown. If it
+        # is stuck in a call to a store that no longer answers, the run has failed
+        # anyway: leave without teardown.
+        self.stop()
+        if self._threads[0].is_alive():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
 
     def explain(self) -> str | None:
         """After a failed collective: the verdict once the watcher reaches one, or None
@@ -146,7 +167,12 @@ class Heartbeat:
                 continue
             with self._cond:
                 now, last = time.monotonic(), self._last_round
-                lost = [p for p, t in self._changed.items() if last - t > self.lost_after_s]
+                silent = {p: last - t for p, t in self._changed.items()}
+            lost = []
+            if max(silent.values(), default=0.0) > self.lost_after_s:
+                # with the first peer past the limit, name every peer silent for half of
+                # it: ranks that vanished together (a host) pass the limit a beat apart
+                lost = sorted(p for p, s in silent.items() if s > self.lost_after_s / 2)
             if now - last > self.lost_after_s or self._store_error is not None:
                 self._declare(self._store_lost(self._store_error))
                 return
