@@ -10,9 +10,9 @@ How: every rank of a torchrun job (:class:`~cdfgnn.train.torchrun.TorchrunSessio
 runs one daemon thread that, every ``interval_s``, adds 1 to its own counter in the
 job's TCPStore (the one torchrun's ``MASTER_ADDR:MASTER_PORT`` names, on host 0) and
 reads its peers' counters (``add(key, 0)`` reads without blocking on a missing key).
-A peer whose counter has not moved for ``lost_after_s`` is lost; a store that does
-not answer for ``lost_after_s`` (every store call has that timeout) means host 0 is
-lost to this rank. The verdict is one line naming the lost ranks, grouped by host.
+A peer whose counter has not moved for ``lost_after_s`` is lost (``3 interval_s``
+once a collective of this rank has failed: the failure is evidence already); a store
+round that has not completed for ``lost_after_s`` means host 0 is lost to this rank. The verdict is one line naming the lost ranks, grouped by host.
 
 * If the rank's main thread is blocked in a collective (the link-down case), the
   watcher prints ``cdfgnn: error: run failed: <verdict>`` and ends the process with
@@ -168,18 +168,27 @@ class Heartbeat:
             with self._cond:
                 now, last = time.monotonic(), self._last_round
                 silent = {p: last - t for p, t in self._changed.items()}
+                limit = self._peer_limit()
             lost = []
-            if max(silent.values(), default=0.0) > self.lost_after_s:
+            if max(silent.values(), default=0.0) > limit:
                 # with the first peer past the limit, name every peer silent for half of
                 # it: ranks that vanished together (a host) pass the limit a beat apart
-                lost = sorted(p for p, s in silent.items() if s > self.lost_after_s / 2)
+                lost = sorted(p for p, s in silent.items() if s > limit / 2)
             if now - last > self.lost_after_s or self._store_error is not None:
                 self._declare(self._store_lost(self._store_error))
                 return
             if lost:
                 self._declare(f"{self._where()} lost {describe_ranks(lost, self.topology)}: "
-                              f"no heartbeat for {self.lost_after_s:g} s")
+                              f"no heartbeat for {limit:g} s")
                 return
+
+    def _peer_limit(self) -> float:
+        """Silence that makes a peer lost: ``lost_after_s``, or 3 beats once a collective
+        has failed here (a live peer beats every ``interval_s`` whatever its main thread
+        does, so 3 missed beats plus a broken collective mean it is gone)."""
+        if self._explaining:
+            return min(self.lost_after_s, MIN_INTERVALS * self.interval_s)
+        return self.lost_after_s
 
     def _store_lost(self, exc: BaseException | None) -> str:
         d = self.topology.devices_per_host

@@ -16,9 +16,10 @@ MASTER_PORT). Each process:
   process backend, and sends its per-rank result to every rank;
 * rank 0 writes the run record (the others build it too but write nothing);
 * beats a heartbeat through the job's store (:mod:`cdfgnn.comm.liveness`): a peer
-  or host that goes silent for ``min(timeout_s, 10 s)`` (link down, host down,
-  process killed) ends the run on every surviving rank with one line naming it and
-  exit code 1, instead of waiting for the collective timeout; no record is written.
+  or host that goes silent for ``min(timeout_s, 10 s)`` (at least 3 s; link down,
+  host down, process killed) ends the run on every surviving rank with one line
+  naming it and exit code 1, instead of waiting for the collective timeout; no
+  record is written.
 """
 from __future__ import annotations
 
