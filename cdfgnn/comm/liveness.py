@@ -7,12 +7,14 @@ default). When a peer *process* dies, gloo fails at once, but its error names an
 address, not a rank.
 
 How: every rank of a torchrun job (:class:`~cdfgnn.train.torchrun.TorchrunSession`)
-runs one daemon thread that, every ``interval_s``, adds 1 to its own counter in the
+runs two daemon threads. One, every ``interval_s``, adds 1 to its own counter in the
 job's TCPStore (the one torchrun's ``MASTER_ADDR:MASTER_PORT`` names, on host 0) and
-reads its peers' counters (``add(key, 0)`` reads without blocking on a missing key).
-A peer whose counter has not moved for ``lost_after_s`` is lost (``3 interval_s``
-once a collective of this rank has failed: the failure is evidence already); a store
-round that has not completed for ``lost_after_s`` means host 0 is lost to this rank. The verdict is one line naming the lost ranks, grouped by host.
+reads its peers' counters (``add(key, 0)`` reads without blocking on a missing key);
+its store calls may block for good, so the other thread judges. A peer whose counter
+has not moved for ``lost_after_s`` is lost (``3 interval_s`` once a collective of
+this rank has failed: the failure is evidence already); a store round that has not
+completed for ``lost_after_s`` means host 0 is lost to this rank. The verdict is one
+line naming the lost ranks, grouped by host.
 
 * If the rank's main thread is blocked in a collective (the link-down case), the
   watcher prints ``cdfgnn: error: run failed: <verdict>`` and ends the process with
@@ -22,8 +24,9 @@ round that has not completed for ``lost_after_s`` means host 0 is lost to this r
   the verdict, and raises :class:`~cdfgnn.errors.PeerLostError` with it; without a
   verdict (every peer still beats: a hang, not a loss) the collective error stands.
 
-Cost in a normal run: one thread waking once a second for ``world_size`` store round
-trips; the training threads never wait on it.
+Cost in a normal run: ``world_size`` store round trips a second, 0.4 ms of CPU per
+rank and second (measured: 4 heartbeats and their store in one process on the 2-core
+test machine); the training threads never wait on it.
 """
 from __future__ import annotations
 
