@@ -154,3 +154,22 @@ def test_explain_returns_none_while_every_peer_beats():
     finally:
         for b in beats:
             b.stop()
+
+
+def test_a_peer_that_never_beat_is_left_to_the_collective_timeout():
+    """Ranks reach training at different times (loading, partitioning): only a peer
+    that has beaten and then stopped is lost."""
+    from cdfgnn.comm.liveness import Heartbeat
+    from cdfgnn.partition.base import Topology
+
+    store = _store()
+    beats = [Heartbeat(r, Topology(1, 3), "127.0.0.1", store.port, "n", lost_after_s=1.0,
+                       interval_s=0.2, exit_on_loss=False).start() for r in (0, 1)]
+    try:
+        time.sleep(2.0)  # rank 2 never starts
+        assert beats[0].verdict is None
+        beats[1].stop()
+        assert beats[0].explain() == "rank 0 (host 0) lost rank 1 (host 0): no heartbeat for 0.6 s"
+    finally:
+        for b in beats:
+            b.stop()

@@ -84,15 +84,17 @@ class Heartbeat:
         self._stop = threading.Event()
         self._store_error: BaseException | None = None
         self._counts: dict[int, int] = {}
-        self._changed: dict[int, float] = {}   # peer -> when its counter last moved
+        self._peers = [r for r in range(topology.num_parts) if r != rank]
+        # peer -> when its counter last moved; only peers that have beaten are judged
+        # (ranks start beating at different times; one that never beats is left to the
+        # collective timeout)
+        self._changed: dict[int, float] = {}
         self._last_round = 0.0                 # when this rank last completed a store round
         self._threads = [threading.Thread(target=fn, name=f"cdfgnn-{fn.__name__[1:]}{rank}",
                                           daemon=True) for fn in (self._beat, self._watch)]
 
     def start(self) -> "Heartbeat":
-        now = time.monotonic()
-        self._last_round = now
-        self._changed = {p: now for p in range(self.topology.num_parts) if p != self.rank}
+        self._last_round = time.monotonic()
         for t in self._threads:
             t.start()
         atexit.register(self._at_exit)
@@ -147,11 +149,11 @@ class Heartbeat:
                                   wait_for_workers=False)
             while not self._stop.is_set():
                 store.add(self._key(self.rank), 1)
-                counts = {p: store.add(self._key(p), 0) for p in self._changed}
+                counts = {p: store.add(self._key(p), 0) for p in self._peers}
                 with self._cond:
                     now = time.monotonic()
                     for p, c in counts.items():
-                        if c != self._counts.get(p):
+                        if c > 0 and c != self._counts.get(p):
                             self._counts[p], self._changed[p] = c, now
                     self._last_round = now
                 self._stop.wait(self.interval_s)
