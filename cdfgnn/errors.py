@@ -27,3 +27,8 @@ class CollectiveAbortedError(WorkerFailedError):
 
 class CollectiveTimeoutError(WorkerFailedError):
     """A rank did not reach a collective within the group's timeout."""
+
+
+class PeerLostError(WorkerFailedError):
+    """A multi-host run lost a peer rank or host: no heartbeat within the limit (its host
+    went down, its link dropped or its process died). The message names them."""

@@ -35,6 +35,8 @@ Profiles (:data:`NETWORK_PROFILES`):
 * ``rapidgnn-chameleon``: RapidGNN's cluster, nominal PCIe 3.0 x16 / 10 GbE.
 * ``pcie4-host-staged``: the single-server GPU boxes of CaPGNN and Sylvie, PCIe 4.0
   halved for host staging, 10 GbE between servers (assumed).
+* ``veth-1gbit``: the two-host test of ``tests/test_multihost_netns.py``: two network
+  namespaces on one machine joined by a veth pair that ``tc tbf`` shapes to 1 Gbit/s.
 
 A user-defined profile is a small YAML file (:func:`load_profile`); anywhere a
 profile name is accepted (``--network``), a path ending in ``.yaml`` works too.
@@ -114,6 +116,15 @@ _register(LinkProfile("pcie4-host-staged", 15.75, 1.25, 15.75, 1.25, 10e-6, 50e-
                              "halved because GPU-to-GPU data is staged through host memory "
                              "without P2P (CaPGNN sec. 2.1); between servers 10 Gbit/s "
                              "Ethernet assumed (the papers do not say); latencies assumed"))
+_register(LinkProfile("veth-1gbit", 0.40, 0.125, 0.40, 0.125, 20e-6, 25e-6,
+                      source="two network namespaces on one machine joined by a veth pair "
+                             "shaped by tc tbf to 1 Gbit/s (tests/test_multihost_netns.py): "
+                             "inter-host = the tbf rate, 0.125 GB/s (one TCP stream measured "
+                             "0.117 GB/s); intra-host = loopback TCP inside one namespace, "
+                             "one Python socket stream measured 0.36-0.44 GB/s on the 2-core "
+                             "test machine; latencies = half the TCP ping-pong round trip "
+                             "measured there (21-215 us over the veth, 21-41 us on loopback; "
+                             "the low end taken)"))
 
 
 PROFILE_KEYS = ("intra_gbps", "inter_gbps", "intra_bcast_gbps", "inter_bcast_gbps",

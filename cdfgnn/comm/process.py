@@ -30,7 +30,9 @@ memory with the sender's. all_reduce is ``dist.all_reduce(SUM)`` in place: every
 rank gets the same bits (gloo and nccl reduce then distribute), but the summation
 order differs from the thread backend's rank order, so the two backends agree
 within float tolerance only. Errors raised by torch.distributed (a peer died, a
-timeout) become :class:`~cdfgnn.comm.thread.CollectiveAbortedError`.
+timeout) become :class:`~cdfgnn.comm.thread.CollectiveAbortedError`, or, when the
+communicator has a ``liveness`` watcher (:mod:`cdfgnn.comm.liveness`, set under
+torchrun) that finds a peer gone, :class:`~cdfgnn.errors.PeerLostError` naming it.
 """
 from __future__ import annotations
 
@@ -38,8 +40,7 @@ import torch
 import torch.distributed as dist
 
 from cdfgnn.comm.base import Communicator
-from cdfgnn.errors import CollectiveAbortedError
-from cdfgnn.errors import CdfgnnError
+from cdfgnn.errors import CdfgnnError, CollectiveAbortedError, PeerLostError
 from cdfgnn.partition.base import Topology
 
 #: dtypes that all_to_all can carry; the header stores the index into this tuple.
@@ -80,11 +81,16 @@ class ProcessCommunicator(Communicator):
         if self.dist_backend == "nccl" and self.device.type != "cuda":
             raise CdfgnnError(f"nccl needs a cuda device, got device {self.device}")
         self.a2a_mode = a2a_mode
+        #: a :class:`~cdfgnn.comm.liveness.Heartbeat` (torchrun sets it), or None
+        self.liveness = None
 
     def _dist(self, what, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except RuntimeError as exc:  # DistBackendError and gloo/nccl errors are RuntimeErrors
+            lost = self.liveness.explain() if self.liveness is not None else None
+            if lost is not None:  # a peer is gone: name it, not the address gloo saw
+                raise PeerLostError(f"{lost} ({what} failed)") from exc
             raise CollectiveAbortedError(
                 f"rank {self.rank}: {what} failed (a peer died or a timeout expired): {exc}"
             ) from exc

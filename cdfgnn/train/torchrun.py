@@ -14,7 +14,13 @@ MASTER_PORT). Each process:
 * loads the graph and the partitioning file itself (or receives rank 0's on-the-fly
   partitioning), trains its part with the same ``rank_main`` as the built-in
   process backend, and sends its per-rank result to every rank;
-* rank 0 writes the run record (the others build it too but write nothing).
+* rank 0 writes the run record (the others build it too but write nothing);
+* from the start of training (after the partitioning) beats a heartbeat through
+  the job's store (:mod:`cdfgnn.comm.liveness`): a peer that has beaten, or a host,
+  that goes silent for ``min(timeout_s, 10 s)`` (at least 3 s; link down,
+  host down, process killed) ends the run on every surviving rank with one line
+  naming it and exit code 1, instead of waiting for the collective timeout; no
+  record is written.
 """
 from __future__ import annotations
 
@@ -118,6 +124,25 @@ class TorchrunSession:
             dist.init_process_group(backend, init_method="env://", rank=self.rank,
                                     world_size=world, timeout=timedelta(seconds=cfg.timeout_s))
         self.comm = ProcessCommunicator(self.rank, world, self.topology, device=device)
+        self.env, self.timeout_s = env, cfg.timeout_s
+        self.heartbeat = None
+
+    def _start_heartbeat(self) -> None:
+        """Beat from here on (see cdfgnn.comm.liveness). Not earlier: rank 0's on-the-fly
+        partitioning (pymetis) holds the GIL for as long as it runs (42 s measured for
+        300k vertices), so its beat would stop and its peers would take it for lost."""
+        from cdfgnn.comm.liveness import Heartbeat, lost_after
+
+        if self.topology.num_parts == 1 or self.heartbeat is not None:
+            return
+        # one key space per job and restart, in the job's store (MASTER_ADDR:MASTER_PORT)
+        job = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self.heartbeat = Heartbeat(self.rank, self.topology, self.env["MASTER_ADDR"],
+                                   int(self.env["MASTER_PORT"]),
+                                   f"cdfgnn/heartbeat/{job}/{restart}",
+                                   lost_after(self.timeout_s)).start()
+        self.comm.liveness = self.heartbeat
 
     @property
     def lead(self) -> bool:
@@ -133,6 +158,7 @@ class TorchrunSession:
 
     def run(self, fn: Callable[..., dict], *args) -> list[dict]:
         """``fn(comm, *args)`` as this rank; every rank's result, in rank order."""
+        self._start_heartbeat()
         return self.comm.all_gather_object(fn(self.comm, *args))
 
     def close(self) -> None:
@@ -140,6 +166,8 @@ class TorchrunSession:
 
         if dist.is_initialized():
             self.comm.barrier()
+            if self.heartbeat is not None:  # after the last collective every rank is done
+                self.heartbeat.stop()
             dist.destroy_process_group()
 
 
