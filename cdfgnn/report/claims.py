@@ -250,13 +250,13 @@ def evaluate(specs: Sequence[ClaimSpec], context: Any) -> list[Claim]:
 
 
 def claims_frame(paper: str, claims: Iterable[Claim], digits: int = 3) -> pd.DataFrame:
+    """One row per claim, one column per name in :data:`COLUMNS` (a :class:`Claim` field
+    of that name; ``measured`` printed, ``runs`` joined by ``;``)."""
     rows = []
     for c in claims:
-        d = asdict(c)
-        rows.append({"paper": paper, "claim": c.claim, "paper_value": c.paper_value,
-                     "measured": c.measured_text(digits), "config": c.config,
-                     "verdict": c.verdict, "note": c.note,
-                     "runs": ";".join(str(r) for r in d["runs"])})
+        cells = {**asdict(c), "paper": paper, "measured": c.measured_text(digits),
+                 "runs": ";".join(str(r) for r in c.runs)}
+        rows.append({col: cells[col] for col in COLUMNS})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
