@@ -60,3 +60,78 @@ def test_claims_cli(tmp_path):
     assert main(["claims", "--tables", str(out), "--out", str(page)]) == 0
     assert "## PaperQ" in page.read_text()
     assert main(["claims", "--tables", str(tmp_path / "missing.csv"), "--out", str(page)]) == 2
+
+
+# ------------------------------------------------------------ claims as data: one evaluator
+def _spec(measure, *checks, **kw):
+    from cdfgnn.report.claims import ClaimSpec
+
+    return ClaimSpec("cut of {what}", "-50%", measure, checks, unit="%", note="n", **kw)
+
+
+def test_evaluate_passes_fails_and_misses():
+    """One evaluator: a claim that passes, one that fails, one whose value is missing."""
+    from cdfgnn.report.claims import Measurement, at_least, evaluate
+
+    def measure(values):
+        return [Measurement.one(v, f"cfg {i}", runs=[f"r{i}"], labels={"what": i})
+                for i, v in enumerate(values)]
+
+    rows = evaluate([_spec(measure, at_least(50.0, rel_tol=0.1))], [55.0, 46.0, 40.0, None,
+                                                                    float("nan")])
+    assert [c.verdict for c in rows] == ["reproduced", "reproduced", "not reproduced",
+                                         "not measured", "not measured"]
+    assert [c.claim for c in rows][:2] == ["cut of 0", "cut of 1"]
+    assert rows[0].runs == ["r0"] and rows[0].measured_text() == "55%"
+    assert rows[3].measured is None and rows[3].measured_text() == "not measured"
+
+
+def test_evaluate_rules_agree_with_verdict_for():
+    """at least / at most are verdict_for; above, below, near are strict or two-sided."""
+    from cdfgnn.report.claims import (Measurement, above, at_least, at_most, below, evaluate,
+                                      near)
+
+    def one(check, v):
+        return evaluate([_spec(lambda ctx: [Measurement.one(v, "c")], check)], None)[0].verdict
+
+    for v in (0.5, 0.9, 1.0, 1.2, 2.0):
+        assert one(at_least(1.0, 0.25), v) == verdict_for(v, 1.0, better="higher", rel_tol=0.25)
+        assert one(at_most(1.0, 0.1), v) == verdict_for(v, 1.0, better="lower", rel_tol=0.1)
+    assert one(below(1.0), 1.0) == "not reproduced" and one(below(1.0), 0.99) == "reproduced"
+    assert one(above(1.0), 1.0) == "not reproduced" and one(above(1.0), 1.01) == "reproduced"
+    assert one(near(45.3, 0.25), 30.0) == "not reproduced"       # below by more than 25%
+    assert one(near(45.3, 0.25), 60.0) == "not reproduced"       # above: two-sided
+    assert one(near(45.3, 0.25), 50.0) == "reproduced"
+
+
+def test_evaluate_all_checks_settings_and_groups():
+    """Every check must pass; a differing setting is said so once measured; consecutive
+    claims sharing a query interleave per configuration, and skip a value it lacks."""
+    from cdfgnn.report.claims import Measurement, at_least, at_most, evaluate
+
+    def both(ctx):
+        return [Measurement("a", {"cut": 60.0, "gap": 0.2}),
+                Measurement("b", {"cut": 60.0, "gap": 0.9}, shown={"cut": "60% (text)"}),
+                Measurement("c", {"gap": 0.1})]
+
+    specs = [_spec(both, at_least(50.0, of="cut"), at_most(0.5, of="gap"), value="cut"),
+             _spec(both, at_most(0.5), value="gap")]
+    rows = evaluate(specs, None)
+    assert [(c.config, c.verdict) for c in rows] == [
+        ("a", "reproduced"), ("a", "reproduced"), ("b", "not reproduced"),
+        ("b", "not reproduced"), ("c", "reproduced")]
+    assert rows[2].measured == "60% (text)"
+    differs = _spec(lambda ctx: [Measurement.one(99.0, "x"), Measurement.one(None, "y")],
+                    at_least(50.0), setting_differs=True)
+    assert [c.verdict for c in evaluate([differs], None)] == ["different setting", "not measured"]
+    noted = _spec(lambda ctx: [Measurement.one(1.0, "x", setting_differs=True, note="modelled")],
+                  at_least(50.0))
+    (row,) = evaluate([noted], None)
+    assert (row.verdict, row.note) == ("different setting", "modelled")
+
+
+def test_check_rule_is_validated():
+    from cdfgnn.report.claims import Check
+
+    with pytest.raises(ValueError, match="check rule"):
+        Check("roughly", 1.0)

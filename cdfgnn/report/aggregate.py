@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
@@ -86,7 +87,7 @@ def dropout_version(rec: dict[str, Any]) -> int | None:
     """The dropout mask version of a run with dropout > 0 (records before the field: 1)."""
     if not float(rec["config"].get("dropout") or 0.0) > 0.0:
         return None
-    return int((rec.get("model") or {}).get("dropout_version", 1))
+    return int(_section(rec, "model").get("dropout_version", 1))
 
 
 def check_dropout_versions(records: list[dict[str, Any]]) -> None:
@@ -125,29 +126,181 @@ def _experiment_of(source: str) -> str:
     return ""
 
 
+def _section(rec: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """An optional section of a record: ``{}`` when it is absent or null."""
+    value = rec.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _number(value: Any) -> float:
+    """A record number as a float; NaN when absent (null)."""
+    return math.nan if value is None else float(value)
+
+
+def _floats(values: Any) -> tuple[float, ...]:
+    return tuple(float(v) for v in values or ())
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One RunRecord, flattened into the typed fields that reports read.
+
+    :meth:`from_record` is the one place that decides what an absent optional
+    section means (no ``model_time``, ``comm``, ``partition``, ``minibatch``,
+    ``energy``: empty mappings and tuples, NaN numbers), so a report reads
+    ``row.overlap`` instead of ``(rec.get("model_time") or {}).get("overlap")``.
+    Numbers a record may lack are NaN (``summary`` values) or ``None`` (the
+    mini-batch settings of a full-batch run); ``record`` keeps the whole record for
+    the few per-paper sections no other report reads.
+    """
+
+    source: str
+    experiment: str
+    trainer: str
+    dataset: str | None
+    method: str | None
+    method_params: Mapping[str, Any]
+    partitioner: str | None
+    partition_params: Mapping[str, Any]
+    hosts: int
+    workers: int
+    model: str | None
+    layers: int | None
+    hidden: int | None
+    epochs_configured: int | None
+    seed: int | None
+    warmup: int
+    network: str | None
+    backend: str | None
+    batch_size: int | None
+    fanouts: tuple[int, ...]
+    # summary (NaN when absent)
+    modelled_epoch_s: float
+    epoch_s: float
+    final_test: float
+    test_at_best_val: float
+    peak_memory_mb: float
+    timed_epochs: int | None
+    summary: Mapping[str, Any]
+    # modelled time
+    overlap: bool
+    compute_s: tuple[float, ...]
+    comm_s: tuple[float, ...]
+    slowdown: tuple[float, ...]
+    devices: tuple[Mapping[str, Any], ...]
+    # traffic
+    by_tag: Mapping[str, Mapping[str, Any]]
+    per_epoch: Mapping[str, Mapping[str, Any]]
+    comm_epochs: tuple[Mapping[str, Any], ...]
+    # partition
+    num_parts: int
+    rf: float | None
+    dropped_arcs: int
+    prepare: Mapping[str, Any]
+    partition: Mapping[str, Any]
+    # per rank, per epoch, optional tracks
+    ranks: tuple[Mapping[str, Any], ...]
+    epochs: tuple[Mapping[str, Any], ...]
+    minibatch: Mapping[str, Any]
+    energy: Mapping[str, Any]
+    timing_only: bool
+    graph_name: str | None
+    record: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_record(cls, rec: Mapping[str, Any]) -> "RunRow":
+        cfg = rec["config"]
+        graph, summ = _section(rec, "graph"), _section(rec, "summary")
+        mt, comm, part = _section(rec, "model_time"), _section(rec, "comm"), _section(rec, "partition")
+        ranks = tuple(rec.get("ranks") or ())
+        slowdown = _floats(mt.get("slowdown")) or (1.0,) * len(ranks)
+        minibatch = _section(rec, "minibatch")
+        timed = summ.get("timed_epochs")
+        return cls(
+            source=rec.get("_source", ""), experiment=_experiment_of(rec.get("_source", "")),
+            trainer=cfg.get("trainer", "distributed"),
+            dataset=cfg.get("dataset") or graph.get("dataset") or graph.get("name"),
+            method=cfg.get("method"), method_params=dict(cfg.get("method_params") or {}),
+            partitioner=cfg.get("partitioner"),
+            partition_params=dict(cfg.get("partition_params") or {}),
+            hosts=int(cfg.get("hosts", 1)), workers=int(cfg.get("workers", 1)),
+            model=cfg.get("model"), layers=cfg.get("layers"), hidden=cfg.get("hidden"),
+            epochs_configured=cfg.get("epochs"), seed=cfg.get("seed"),
+            warmup=int(cfg.get("warmup", 0) or 0), network=cfg.get("network"),
+            backend=cfg.get("backend"),
+            batch_size=cfg.get("batch_size") if minibatch else None,
+            fanouts=tuple(cfg.get("fanouts") or ()) if minibatch else (),
+            modelled_epoch_s=_number(summ.get("modelled_epoch_time_s")),
+            epoch_s=_number(summ.get("epoch_time_s")),
+            final_test=_number(summ.get("final_test")),
+            test_at_best_val=_number(summ.get("test_at_best_val")),
+            peak_memory_mb=_number(summ.get("peak_memory_mb")),
+            timed_epochs=int(timed) if timed else None, summary=dict(summ),
+            overlap=bool(mt.get("overlap", False)), compute_s=_floats(mt.get("compute_s")),
+            comm_s=_floats(mt.get("comm_s")), slowdown=slowdown,
+            devices=tuple(mt.get("devices") or ()),
+            by_tag=dict(comm.get("by_tag") or {}), per_epoch=dict(comm.get("per_epoch") or {}),
+            comm_epochs=tuple(comm.get("epochs") or ()),
+            num_parts=int(part.get("num_parts", 1)), rf=part.get("rf"),
+            dropped_arcs=int(part.get("dropped_arcs", 0)),
+            prepare=dict(part.get("prepare") or {}), partition=dict(part),
+            ranks=ranks, epochs=tuple(rec.get("epochs") or ()), minibatch=dict(minibatch),
+            energy=dict(_section(rec, "energy")), timing_only=bool(graph.get("timing_only", False)),
+            graph_name=graph.get("name"), record=rec)
+
+    # ---- derived values every report computes the same way
+    @property
+    def distributed(self) -> bool:
+        return self.trainer == "distributed"
+
+    @property
+    def method_label(self) -> str:
+        """``method(k=v,...)`` (seed left out), see :func:`param_label`."""
+        return param_label(self.method, self.method_params)
+
+    @property
+    def topology(self) -> str:
+        return f"h{self.hosts}x{self.workers // max(self.hosts, 1)}"
+
+    def tag_total(self, unit: str, prefixes: tuple[str, ...]) -> float:
+        """``bytes`` (or ``rows``, ``msgs``) per timed epoch over the tags with ``prefixes``."""
+        return sum(d[unit] for tag, d in self.by_tag.items() if tag.startswith(prefixes))
+
+    def link_total(self, unit: str, links: tuple[str, ...] = ("intra", "inter")) -> float:
+        """``bytes`` or ``msgs`` per epoch over the given link classes (0 where absent)."""
+        return sum((self.per_epoch.get(k) or {}).get(unit, 0.0) for k in links)
+
+    @property
+    def test_metric(self) -> float:
+        """Test metric at the best validation epoch, the final one when there is none."""
+        return self.final_test if "test_at_best_val" not in self.summary else self.test_at_best_val
+
+
+def run_rows(records: Iterable[Mapping[str, Any]]) -> list[RunRow]:
+    """:meth:`RunRow.from_record` of every record, in order."""
+    return [RunRow.from_record(rec) for rec in records]
+
+
 def _identity(rec: dict[str, Any]) -> dict[str, Any]:
-    cfg = rec["config"]
-    graph = rec.get("graph") or {}
-    trainer = cfg.get("trainer", "distributed")
-    distributed = trainer == "distributed"
-    hosts = int(cfg.get("hosts", 1)) if distributed else 1
-    workers = int(cfg.get("workers", 1)) if distributed else 1
+    row = RunRow.from_record(rec)
+    distributed = row.distributed
+    hosts = row.hosts if distributed else 1
+    workers = row.workers if distributed else 1
     return {
-        "experiment": _experiment_of(rec.get("_source", "")),
-        "dataset": cfg.get("dataset") or graph.get("dataset") or graph.get("name"),
-        "trainer": trainer,
-        "partitioner": param_label(cfg.get("partitioner"), cfg.get("partition_params"))
-        if distributed else "",
+        "experiment": row.experiment,
+        "dataset": row.dataset,
+        "trainer": row.trainer,
+        "partitioner": param_label(row.partitioner, row.partition_params) if distributed else "",
         "topology": f"h{hosts}x{workers // hosts}",
         "hosts": hosts,
         "workers": workers,
-        "method": param_label(cfg.get("method"), cfg.get("method_params")) if distributed else trainer,
-        "model": cfg.get("model"),
-        "layers": cfg.get("layers"),
-        "hidden": cfg.get("hidden"),
-        "epochs": cfg.get("epochs"),
-        "seed": cfg.get("seed"),
-        "backend": cfg.get("backend"),
+        "method": row.method_label if distributed else row.trainer,
+        "model": row.model,
+        "layers": row.layers,
+        "hidden": row.hidden,
+        "epochs": row.epochs_configured,
+        "seed": row.seed,
+        "backend": row.backend,
     }
 
 
@@ -155,25 +308,23 @@ def _identity(rec: dict[str, Any]) -> dict[str, Any]:
 def runs_table(records: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for rec in records:
+        run = RunRow.from_record(rec)
         row = _identity(rec)
-        for k, v in (rec.get("summary") or {}).items():
+        for k, v in run.summary.items():
             if _scalar(v):
                 row[k] = v
-        per_epoch = ((rec.get("comm") or {}).get("per_epoch")) or {}
         for link in ("intra", "inter"):
             for unit in ("bytes", "msgs"):
-                row[f"{link}_{unit}_per_epoch"] = (per_epoch.get(link) or {}).get(unit)
-        part = rec.get("partition") or {}
+                row[f"{link}_{unit}_per_epoch"] = (run.per_epoch.get(link) or {}).get(unit)
         for k in ("rf", "edge_imbalance", "vertex_imbalance", "inner_max", "outer_max"):
-            row[f"partition_{k}"] = part.get(k)
-        ranks = rec.get("ranks") or []
+            row[f"partition_{k}"] = run.partition.get(k)
         for k in ("compute_s", "comm_s", "reduce_s", "wall_s", "cpu_s"):
-            vals = [r[k] for r in ranks if _scalar(r.get(k)) and r.get(k) is not None]
+            vals = [r[k] for r in run.ranks if _scalar(r.get(k)) and r.get(k) is not None]
             row[f"max_rank_{k}"] = max(vals) if vals else None
         # random features/labels (an imported graph without them, Friendster): the
         # accuracy columns of this row mean nothing
-        row["timing_only"] = bool((rec.get("graph") or {}).get("timing_only", False))
-        row["source"] = rec.get("_source", "")
+        row["timing_only"] = run.timing_only
+        row["source"] = run.source
         rows.append(row)
     return _ordered(pd.DataFrame(rows), IDENTITY)
 
@@ -182,7 +333,7 @@ def epochs_table(records: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for rec in records:
         ident = _identity(rec)
-        for ep in rec.get("epochs") or []:
+        for ep in RunRow.from_record(rec).epochs:
             row = dict(ident)
             for k, v in ep.items():
                 if _scalar(v):

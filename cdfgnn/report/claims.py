@@ -1,8 +1,16 @@
 """Claims tables: each paper's headline numbers beside the values measured here.
 
-A paper's claims report builds a list of :class:`Claim` from its run records and
-writes them with :func:`write_claims`; the columns are the same for every paper so
-that :func:`claims_page` can put them on one page (``results/tables/claims.md``).
+A paper declares its claims as data, a tuple of :class:`ClaimSpec`: the claim's
+text, the paper's value, the query that measures it (a function of the paper's
+flattened rows returning :class:`Measurement` s, one per configuration it finds),
+the checks that compare the measured numbers with the paper's (:func:`at_least`,
+:func:`at_most`, :func:`above`, :func:`below`, :func:`near`) and a note.
+:func:`evaluate` is the one function that turns them into :class:`Claim` rows, so a
+verdict is decided in one place; :func:`write_claims` writes them. The columns are
+the same for every paper so that :func:`claims_page` can put them on one page
+(``results/tables/claims.md``). Adding a claim is adding a :class:`ClaimSpec`;
+adding a column is a field of :class:`Claim` (filled from the spec or the
+measurement) and its name in :data:`COLUMNS`.
 
 A verdict is one of :data:`VERDICTS`. ``reproduced`` / ``not reproduced`` compare
 like with like (:func:`verdict_for`); ``different setting`` says the measured value
@@ -17,7 +25,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -84,14 +92,171 @@ def verdict_for(measured: float | None, paper_value: float, *, better: str = "hi
     return "reproduced" if ok else "not reproduced"
 
 
+# ------------------------------------------------------------------ claims as data
+#: comparison rules of a :class:`Check` (see :func:`_passes`)
+RULES = ("at least", "at most", "above", "below", "near")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison: the measured number ``of`` against ``target``.
+
+    ``at least`` / ``at most``: :func:`verdict_for` (``better`` higher / lower,
+    within ``rel_tol`` of the target also passes); ``above`` / ``below``: strictly;
+    ``near``: ``|measured - target| <= rel_tol |target|``. ``of`` names a value of
+    the :class:`Measurement`; ``None`` is the claim's own value.
+    """
+
+    rule: str
+    target: float
+    rel_tol: float = 0.0
+    of: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"check rule must be one of {RULES}, got {self.rule!r}")
+
+
+def at_least(target: float, rel_tol: float = 0.0, of: str | None = None) -> Check:
+    return Check("at least", target, rel_tol, of)
+
+
+def at_most(target: float, rel_tol: float = 0.0, of: str | None = None) -> Check:
+    return Check("at most", target, rel_tol, of)
+
+
+def above(target: float, of: str | None = None) -> Check:
+    return Check("above", target, 0.0, of)
+
+
+def below(target: float, of: str | None = None) -> Check:
+    return Check("below", target, 0.0, of)
+
+
+def near(target: float, rel_tol: float, of: str | None = None) -> Check:
+    return Check("near", target, rel_tol, of)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a claim's query found in one configuration.
+
+    ``values``: the numbers the checks read, by name (``None``/NaN: not measured);
+    ``shown``: what the table prints for a claim when it is not the checked number
+    itself (a range, a sign-flipped cut, a sentence), by the same names;
+    ``labels`` fill ``{placeholders}`` of the claim's texts; ``note`` replaces the
+    spec's note; ``setting_differs`` marks a value whose setting the paper's number
+    cannot be compared with (a modelled energy, say).
+    """
+
+    config: str
+    values: Mapping[str, float | None] = field(default_factory=dict)
+    runs: Sequence[str] = ()
+    shown: Mapping[str, float | str | None] = field(default_factory=dict)
+    labels: Mapping[str, Any] = field(default_factory=dict)
+    note: str | None = None
+    setting_differs: bool = False
+
+    @classmethod
+    def one(cls, value: float | None, config: str, **kw: Any) -> "Measurement":
+        """A measurement of a single number (the claim's ``value``)."""
+        return cls(config, {"value": value}, **kw)
+
+
+Query = Callable[[Any], Iterable[Measurement]]
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """One claim of a paper, declared as data (see the module docstring).
+
+    ``measure(context)`` returns a measurement per configuration it finds (none: no
+    row). ``value`` names the measured number this row prints and checks by
+    default. Consecutive specs with the same ``measure`` are measured once and their
+    rows interleave configuration by configuration (a cache's bytes, then its
+    accuracy, for each setting); a measurement without a claim's ``value`` (no such
+    key at all, not even ``None``) makes no row for that claim. ``setting_differs``: the paper's number comes
+    from a setting this suite does not have, so the verdict says so.
+    """
+
+    claim: str
+    paper_value: str
+    measure: Query
+    checks: tuple[Check, ...]
+    value: str = "value"
+    unit: str = ""
+    note: str = ""
+    setting_differs: bool = False
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _passes(check: Check, measured: float) -> bool:
+    if check.rule in ("at least", "at most"):
+        better = "higher" if check.rule == "at least" else "lower"
+        return verdict_for(measured, check.target, better=better,
+                           rel_tol=check.rel_tol) == "reproduced"
+    if check.rule == "above":
+        return measured > check.target
+    if check.rule == "below":
+        return measured < check.target
+    return abs(measured - check.target) <= check.rel_tol * abs(check.target)
+
+
+def decide(spec: ClaimSpec, m: Measurement) -> str:
+    """The verdict of one claim in one configuration: the only place verdicts are made.
+
+    ``not measured`` when a checked number is missing, ``different setting`` when
+    the spec or the measurement says the settings differ, else ``reproduced`` when
+    every check passes.
+    """
+    measured = [m.values.get(c.of or spec.value) for c in spec.checks]
+    if any(_missing(v) for v in measured):
+        return "not measured"
+    if spec.setting_differs or m.setting_differs:
+        return "different setting"
+    ok = all(_passes(c, float(v)) for c, v in zip(spec.checks, measured))
+    return "reproduced" if ok else "not reproduced"
+
+
+def _claim(spec: ClaimSpec, m: Measurement) -> Claim:
+    shown = m.shown.get(spec.value, m.values.get(spec.value))
+    note = spec.note if m.note is None else m.note
+    return Claim(claim=_fill(spec.claim, m.labels), paper_value=spec.paper_value,
+                 measured=shown, config=m.config, verdict=decide(spec, m),
+                 note=_fill(note, m.labels), runs=list(m.runs), unit=spec.unit)
+
+
+def _fill(text: str, labels: Mapping[str, Any]) -> str:
+    """``text`` with its ``{placeholders}`` filled (texts of label-less claims stay as written)."""
+    return text.format(**labels) if labels else text
+
+
+def evaluate(specs: Sequence[ClaimSpec], context: Any) -> list[Claim]:
+    """Every claim of ``specs`` measured on ``context`` (the paper's rows), in order."""
+    out: list[Claim] = []
+    i = 0
+    while i < len(specs):
+        group = [specs[i]]
+        while i + len(group) < len(specs) and specs[i + len(group)].measure is specs[i].measure:
+            group.append(specs[i + len(group)])
+        for m in specs[i].measure(context):
+            out += [_claim(spec, m) for spec in group
+                    if spec.value in m.values or spec.value in m.shown]
+        i += len(group)
+    return out
+
+
 def claims_frame(paper: str, claims: Iterable[Claim], digits: int = 3) -> pd.DataFrame:
+    """One row per claim, one column per name in :data:`COLUMNS` (a :class:`Claim` field
+    of that name; ``measured`` printed, ``runs`` joined by ``;``)."""
     rows = []
     for c in claims:
-        d = asdict(c)
-        rows.append({"paper": paper, "claim": c.claim, "paper_value": c.paper_value,
-                     "measured": c.measured_text(digits), "config": c.config,
-                     "verdict": c.verdict, "note": c.note,
-                     "runs": ";".join(str(r) for r in d["runs"])})
+        cells = {**asdict(c), "paper": paper, "measured": c.measured_text(digits),
+                 "runs": ";".join(str(r) for r in c.runs)}
+        rows.append({col: cells[col] for col in COLUMNS})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

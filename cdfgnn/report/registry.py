@@ -107,6 +107,8 @@ class ReportInputs:
     """Lazy access to a report's inputs; each is loaded once, on first use.
 
     * ``records``: RunRecord dicts (:func:`cdfgnn.report.aggregate.load_runs`);
+    * ``rows``: those records flattened (:class:`cdfgnn.report.aggregate.RunRow`), what
+      every per-paper report reads;
     * ``runs`` / ``epochs``: the tidy runs / epochs DataFrames of those records;
     * ``partition_rows``: partition statistics dicts (one per partitioning);
     * ``partitions``: the tidy partitions DataFrame of those rows.
@@ -128,6 +130,12 @@ class ReportInputs:
         from cdfgnn.report.aggregate import load_runs
 
         return load_runs(self._need(self.run_paths, "runs"))
+
+    @cached_property
+    def rows(self):
+        from cdfgnn.report.aggregate import run_rows
+
+        return run_rows(self.records)
 
     @cached_property
     def runs(self):

@@ -206,7 +206,7 @@ def train_distributed(cfg: TrainConfig, graph: Graph, part: Partitioning,
                       timeout_s=cfg.timeout_s, args=(job,), device=cfg.device)
 
 
-VERTEX_TAGS = ("halo/", "gather/", "scatter/")
+from cdfgnn.comm.tags import VERTEX_TAGS  # noqa: E402
 
 
 def _is_vertex_tag(tag: str) -> bool:
