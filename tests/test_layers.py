@@ -11,7 +11,8 @@ import cdfgnn
 
 PACKAGE = Path(cdfgnn.__file__).parent
 #: bottom to top; a module may import its own layer and the layers below it
-LAYERS = ["data", "partition", "comm", "sampling", "models", "methods", "train"]
+LAYERS = ["data", "partition", "comm", "sampling", "models", "methods", "train", "report",
+          "experiments", "cli"]
 #: the console script ``cdfgnn`` (pyproject.toml: cdfgnn.cli:main)
 ENTRY_POINT = "cdfgnn.cli"
 
@@ -35,9 +36,14 @@ def imported(path: Path) -> list[tuple[int, str]]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            out += [(node.lineno, f"{base}.{a.name}" if base == "cdfgnn" else base)
-                    for a in node.names]
+            out += [(node.lineno, f"{base}.{a.name}" if base == "cdfgnn" and is_module(a.name)
+                     else base) for a in node.names]
     return out
+
+
+def is_module(name: str) -> bool:
+    """Is ``cdfgnn.<name>`` a module or package (not an attribute such as __version__)?"""
+    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
 
 
 def modules() -> list[Path]:
@@ -64,13 +70,13 @@ def upward_imports(allowed_below: dict[str, set[str]]) -> list[str]:
 
 def test_layer_table_names_real_packages():
     for layer in LAYERS:
-        assert (PACKAGE / layer / "__init__.py").is_file(), layer
+        assert (PACKAGE / layer / "__init__.py").is_file() or (PACKAGE / f"{layer}.py").is_file()
 
 
 def test_imports_point_down_the_layers():
-    """data < partition < comm < sampling < models < methods < train: nothing imports a
-    layer above its own (nor experiments, report or cli, which sit above train). The
-    top-level helper modules (cdfgnn.errors, cdfgnn.arrays, ...) sit below every layer."""
+    """data < partition < comm < sampling < models < methods < train < report <
+    experiments < cli: nothing imports a layer above its own. The top-level helper
+    modules (cdfgnn.errors, cdfgnn.arrays, ...) sit below every layer."""
     helpers = {p.stem for p in PACKAGE.glob("*.py")} - {"cli", "__init__"}
     below = {layer: set(LAYERS[:i]) | helpers for i, layer in enumerate(LAYERS)}
     below.update({helper: helpers for helper in helpers})
@@ -91,12 +97,26 @@ def test_only_the_entry_point_is_cli():
     assert bad == []
 
 
+def test_no_private_name_crosses_a_module():
+    """Code shared between modules is public: no ``from cdfgnn.x import _name``."""
+    bad = []
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cdfgnn"):
+                bad += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {a.name}"
+                        for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert bad == []
+
+
 def test_the_checker_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
     """The checker itself: an import inside a function and a relative one are found."""
     pkg = tmp_path / "cdfgnn"
-    (pkg / "methods").mkdir(parents=True)
+    for layer in ("methods", "train", "experiments"):
+        (pkg / layer).mkdir(parents=True)
+        (pkg / layer / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "methods" / "__init__.py").write_text("")
+    (pkg / "cli.py").write_text("")
     (pkg / "methods" / "m.py").write_text(
         "def f():\n    from cdfgnn.train import loop\n    from ..cli import main\n"
         "    from cdfgnn import experiments\n")
