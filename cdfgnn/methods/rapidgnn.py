@@ -97,7 +97,7 @@ class RapidGNN(SampledMethod):
                 break
             c = cpu_clock.start()
             inputs = ep.src[0]                       # batches' input sets, concatenated
-            is_remote = store.owner[inputs] != rank
+            is_remote = store.remote_mask(inputs)
             path = ctx.workdir / f"schedule_e{e}.npy"
             nbytes += write_epoch_file(path, ep, is_remote)
             self.files.append(path)
