@@ -13,8 +13,8 @@ hook                       called                              returns
                                                                ``minibatch.workers``
 ``on_epoch_start(e)``      every epoch, before its first step  -
 ``inputs(e, i)``           every step ``i`` of epoch ``e``     ``(Batch, x_inputs)``
-``on_epoch_end(e)``        after the epoch's last step, inside columns for the epoch row
-                           the timed epoch (cache swaps)       (summed over workers)
+``on_epoch_end(e)``        after the epoch's last step,        columns for the epoch row
+                           inside the timed epoch              (summed over workers)
 ``summary()``              once, after the last epoch          run-level columns
 =========================  ==================================  =========================
 
