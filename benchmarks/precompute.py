@@ -57,7 +57,7 @@ def per_batch_vs_vectorised(args) -> None:
     from cdfgnn.data.graph import Graph
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology
-    from cdfgnn.train.minibatch import Schedule, num_batches, split_train
+    from cdfgnn.sampling.schedule import Schedule, num_batches, split_train
 
     g = (Graph.load(args.graph) if args.graph
          else get_graph(args.dataset, scale=args.scale, root=args.data_root))

@@ -1,11 +1,11 @@
 """Sampled edges per second of the mini-batch track's fan-out sampler (a script, not a test).
 
-Compares :func:`cdfgnn.train.oracle.sample_block_arrays` (vectorised: one random key
+Compares :func:`cdfgnn.sampling.blocks.sample_block_arrays` (vectorised: one random key
 per arc of the frontier, one sort, no loop over vertices) with a plain numpy
 reference of the same sampling: a Python loop over the frontier's vertices that draws
 ``min(fanout, degree)`` neighbours without replacement with ``rng.choice`` and then
 builds the next frontier with ``np.unique``. A third line runs RapidGNN's precompute
-sampler (:func:`cdfgnn.train.epoch_schedule.sample_epoch`: all the batches in one
+sampler (:func:`cdfgnn.sampling.epoch_schedule.sample_epoch`: all the batches in one
 vectorised pass). Both run the same batches (seed vertices
 from the training set of the graph, fan-outs input-side first) on the same graph; a
 "sampled edge" is one kept (vertex, neighbour) arc of any layer. The two sample
@@ -23,8 +23,8 @@ import time
 import numpy as np
 
 from cdfgnn.data.datasets import get_graph
-from cdfgnn.train.epoch_schedule import sample_epoch
-from cdfgnn.train.oracle import sample_block_arrays
+from cdfgnn.sampling.blocks import sample_block_arrays
+from cdfgnn.sampling.epoch_schedule import sample_epoch
 
 
 def reference(graph, seeds: np.ndarray, fanouts: list[int], rng) -> int:

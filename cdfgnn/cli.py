@@ -23,30 +23,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cdfgnn.errors import CdfgnnError, WorkerFailedError
+from cdfgnn.experiments.config import parse_params
 from cdfgnn.fileio import atomic_write_json, json_default
 
 EXIT_BAD_INPUT = 2
-
-
-# ------------------------------------------------------------------ helpers
-def parse_params(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
-    """``["k=v", ...]`` -> dict; values are YAML scalars (0.1 -> float, true -> bool)."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise CdfgnnError(f"{flag} {item!r}: expected KEY=VALUE")
-        try:
-            value = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError:
-            raise CdfgnnError(f"{flag} {item!r}: value is not a valid scalar") from None
-        if key in out:
-            raise CdfgnnError(f"{flag}: {key!r} given twice")
-        out[key] = value
-    return out
 
 
 # ------------------------------------------------------------ subcommands

@@ -8,11 +8,11 @@ import pytest
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS
+from cdfgnn.sampling.blocks import sample_block_arrays
+from cdfgnn.sampling.schedule import (Schedule, read_epoch, schedule_seed, split_train,
+                                      step_totals, write_epoch)
 from cdfgnn.train import energy
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.minibatch import (Schedule, read_epoch, schedule_seed, split_train,
-                                    step_totals, write_epoch)
-from cdfgnn.train.oracle import sample_block_arrays
 from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training
 
@@ -198,7 +198,7 @@ def test_energy_meter_reads_rapl_with_wraparound(tmp_path):
 
 
 def test_floyd_sampler_is_uniform_without_replacement():
-    from cdfgnn.train.oracle import sample_arcs
+    from cdfgnn.sampling.blocks import sample_arcs
     indptr = np.array([0, 5, 7, 17])
     rng = np.random.default_rng(3)
     dst = np.repeat(np.array([0, 1, 2]), 4000)
@@ -283,7 +283,7 @@ def test_rows_counted_equal_misses_computed_offline(gfile):
     from cdfgnn.methods.rapidgnn import top_hot
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology
-    from cdfgnn.train.minibatch import num_batches
+    from cdfgnn.sampling.schedule import num_batches
 
     params = {"cache_scope": "global", "prefetch": 0, "cache_fraction": 0.3}
     rec = run(gfile, "rapidgnn", epochs=2, method_params=params)

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from cdfgnn.errors import CorruptFileError
-from cdfgnn.train.epoch_schedule import (EpochArrays, read_epoch_file, sample_epoch,
-                                         write_epoch_file)
-from cdfgnn.train.minibatch import Batch, Schedule, read_epoch, write_epoch
+from cdfgnn.sampling.epoch_schedule import (EpochArrays, read_epoch_file, sample_epoch,
+                                            write_epoch_file)
+from cdfgnn.sampling.schedule import Batch, Schedule, read_epoch, write_epoch
 
 
 def digest(batches) -> str:
@@ -154,7 +154,7 @@ def test_precompute_groups_epochs_without_changing_them(make_graph):
 @pytest.mark.parametrize("dense", [0, 1 << 40])
 def test_both_dedup_paths_give_the_golden_schedule(monkeypatch, make_graph, dense):
     """Sort-based (large key spaces) and dense (small ones) deduplication agree."""
-    import cdfgnn.train.epoch_schedule as es
+    import cdfgnn.sampling.epoch_schedule as es
     monkeypatch.setattr(es, "DENSE_KEYS", dense)
     for gk, fan, nb, s0, w, epochs, gold in CASES:
         sched = _schedule(make_graph, gk, fan, nb, s0, w)

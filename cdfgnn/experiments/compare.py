@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from cdfgnn.errors import CdfgnnError, WorkerFailedError
+from cdfgnn.experiments.config import parse_params
 
 TARGET_FRACTION = 0.99
 DEFAULT_PARTITIONER = {"edge": "metis", "vertex": "ebv", None: "metis"}
@@ -48,8 +49,6 @@ class MethodSpec:
 
 def parse_method(text: str) -> MethodSpec:
     """``name`` or ``name:key=value,key=value`` (values are YAML scalars)."""
-    from cdfgnn.cli import parse_params
-
     name, _, rest = text.partition(":")
     params = parse_params([kv for kv in rest.split(",") if kv], f"--methods {text}")
     return MethodSpec(text, name.strip(), params)

@@ -34,7 +34,7 @@ import copy
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from cdfgnn.errors import CdfgnnError
 
@@ -213,3 +213,23 @@ def check_schema(config: dict[str, Any], schema_path: str | os.PathLike) -> None
         unknown = sorted(set(err.instance) - known)
         raise CdfgnnError(f"config {where}: unknown key(s) {unknown}; valid: {sorted(known)}")
     raise CdfgnnError(f"config {where}: {err.message}")
+
+
+def parse_params(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
+    """``["k=v", ...]`` -> dict; values are YAML scalars (0.1 -> float, true -> bool)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise CdfgnnError(f"{flag} {item!r}: expected KEY=VALUE")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            raise CdfgnnError(f"{flag} {item!r}: value is not a valid scalar") from None
+        if key in out:
+            raise CdfgnnError(f"{flag}: {key!r} given twice")
+        out[key] = value
+    return out

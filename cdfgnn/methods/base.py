@@ -1,9 +1,11 @@
-"""SyncStrategy: the plug-in interface of a communication technique.
+"""Method and SyncStrategy: the plug-in interface of a communication technique.
 
-A technique is one module that subclasses :class:`SyncStrategy`, overrides the
-hooks it changes and registers itself in :data:`METHODS`. The engine
-(``cdfgnn/train/``) calls the hooks and never looks at a method's name. Hooks,
-coarse to fine; override only what the technique changes:
+Every registered method is a :class:`Method` (name, track, compatibility, ``PARAMS``).
+A full-batch technique is one module that subclasses :class:`SyncStrategy`, overrides
+the hooks it changes and registers itself in :data:`METHODS`; a sampled-track method
+subclasses :class:`cdfgnn.methods.sampled.SampledMethod` instead (its own hooks). The
+engine (``cdfgnn/train/``) calls the hooks and never looks at a method's name.
+SyncStrategy hooks, coarse to fine; override only what the technique changes:
 
 ==========================  ==============================  ===========================
 hook                        called                          overridden by (examples)
@@ -44,7 +46,7 @@ receives ``recv_idx[q]`` (masters), ``scatter`` the reverse.
 
 Parameters are declared once per class in ``PARAMS`` (name -> :class:`Param`);
 ``build_strategy`` validates them and names the bad value and the valid choices.
-Every method takes ``codec`` (``cdfgnn.comm.codecs``), so any technique can run
+Every SyncStrategy takes ``codec`` (``cdfgnn.comm.codecs``), so any technique can run
 with any message encoding.
 """
 from __future__ import annotations
@@ -134,7 +136,7 @@ class Degenerate:
     reason: str = ""
 
 
-def _valid_codec(spec: str) -> bool:
+def valid_codec(spec: str) -> bool:
     get_codec(spec)  # raises CdfgnnError naming the valid specs
     return True
 
@@ -163,7 +165,7 @@ class RankContext:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A run as :meth:`SyncStrategy.check_compatible` sees it: what the config says,
+    """A run as :meth:`Method.check_compatible` sees it: what the config says,
     before any graph or partitioning is loaded (``TrainConfig.run_spec``)."""
 
     model: str
@@ -187,8 +189,12 @@ class Prepared:
     info: dict[str, Any] | None = None
 
 
-class SyncStrategy:
-    """Base strategy: exact synchronisation (every row, every sync) with a codec."""
+class Method:
+    """What every registered method declares, whichever engine runs it: its name, the
+    track, what it is compatible with (``check_compatible``), and its parameters
+    (``PARAMS``, validated when the method is built). The hooks live in the two track
+    bases: :class:`SyncStrategy` (the full-batch engine) and
+    :class:`cdfgnn.methods.sampled.SampledMethod` (the sampled track)."""
 
     name = "base"
     #: "edge", "vertex" or None (works with both partition kinds)
@@ -203,32 +209,18 @@ class SyncStrategy:
     #: every buffer it allocates follows the rows it is handed (or ``ctx.dtype``); checked
     #: when the run is configured, with the codec (``check_compatible``)
     supported_dtypes: tuple[str, ...] = ("float32",)
-    #: communication overlaps computation (pipelining): the modelled epoch is then
-    #: max(compute, vertex communication) + gradient all-reduce, per rank
-    overlaps_compute: bool = False
     #: no vertex rows cross ranks in training (CoFree): a rank may then hold several
     #: parts of a partitioning, trained one after another with accumulated gradients
     communication_free: bool = False
-    #: evaluate by one-process full-graph inference on rank 0 (e.g. CoFree's default)
-    #: instead of distributed inference with exact sync; forced when a rank holds
-    #: several parts
-    full_graph_eval: bool = False
-    #: evaluate per part instead (CoFree's ``eval=per-part``): every part infers on
-    #: ``local_view(view, False)`` and the outputs of a vertex's replicas are averaged
-    #: at its master with the weights of ``replica_eval_weights`` (one all_to_all under
-    #: the ``eval`` tag; ``cdfgnn.train.per_part_eval``); works with several parts a rank
-    per_part_eval: bool = False
-    #: "full-batch" (this engine) or "minibatch" (the sampled track)
-    track: str = "full-batch"
+    #: the engine that trains the method: "full-batch" (``cdfgnn/train/loop.py``) or
+    #: "minibatch" (the sampled track, ``cdfgnn/train/minibatch.py``)
+    track: str
     #: the partitioner `cdfgnn compare` uses for this method (None: metis for edge-cut
     #: or kind-agnostic methods, ebv for vertex-cut ones)
     default_partitioner: str | None = None
     #: where the method must equal ``exact`` (every method declares it; tested registry-wide)
     degenerate: Degenerate = Degenerate(None, reason="not declared")
-    PARAMS: dict[str, Param] = {
-        "codec": Param("none", str, check=_valid_codec, expect=CODEC_HELP,
-                       doc="message encoding of every vertex row sent"),
-    }
+    PARAMS: dict[str, Param] = {}
 
     def __init__(self, **params: Any):
         spec = self.param_spec()
@@ -240,12 +232,6 @@ class SyncStrategy:
         for k, v in params.items():
             self.params[k] = spec[k].coerce(self.name, k, v)
         self.check_params()
-        self.codec = get_codec(self.params.get("codec", "none"))
-        self.ctx: RankContext | None = None
-        self.comm = None
-        self.book = None
-        self.epoch = 0
-        self._stale_rows: dict[str, list] = {}
 
     @classmethod
     def param_spec(cls) -> dict[str, Param]:
@@ -295,8 +281,10 @@ class SyncStrategy:
 
     @classmethod
     def _codec_spec(cls, params: dict[str, Any] | None) -> str:
-        """The codec a run uses: its ``codec=`` parameter, else the method's default."""
-        return str((params or {}).get("codec", cls.param_spec()["codec"].default))
+        """The codec a run uses: its ``codec=`` parameter, else the method's default
+        ("none" for a method without one: the sampled track sends rows as they are)."""
+        default = cls.param_spec().get("codec")
+        return str((params or {}).get("codec", default.default if default else "none"))
 
     @classmethod
     def _parts_problem(cls, run: RunSpec) -> str | None:
@@ -331,6 +319,37 @@ class SyncStrategy:
 
     def check_params(self) -> None:
         """Cross-parameter checks (raise CdfgnnError); single values are checked by Param."""
+
+
+class SyncStrategy(Method):
+    """Base strategy: exact synchronisation (every row, every sync) with a codec."""
+
+    track = "full-batch"
+    #: communication overlaps computation (pipelining): the modelled epoch is then
+    #: max(compute, vertex communication) + gradient all-reduce, per rank
+    overlaps_compute: bool = False
+    #: evaluate by one-process full-graph inference on rank 0 (e.g. CoFree's default)
+    #: instead of distributed inference with exact sync; forced when a rank holds
+    #: several parts
+    full_graph_eval: bool = False
+    #: evaluate per part instead (CoFree's ``eval=per-part``): every part infers on
+    #: ``local_view(view, False)`` and the outputs of a vertex's replicas are averaged
+    #: at its master with the weights of ``replica_eval_weights`` (one all_to_all under
+    #: the ``eval`` tag; ``cdfgnn.train.per_part_eval``); works with several parts a rank
+    per_part_eval: bool = False
+    PARAMS: dict[str, Param] = {
+        "codec": Param("none", str, check=valid_codec, expect=CODEC_HELP,
+                       doc="message encoding of every vertex row sent"),
+    }
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        self.codec = get_codec(self.params.get("codec", "none"))
+        self.ctx: RankContext | None = None
+        self.comm = None
+        self.book = None
+        self.epoch = 0
+        self._stale_rows: dict[str, list] = {}
 
     # ----------------------------------------------------------- lifecycle
     def prepare(self, graph, part, devices: str | None = None) -> Prepared:
@@ -489,8 +508,8 @@ class SyncStrategy:
         return fresh
 
 
-METHODS: Registry[type[SyncStrategy]] = Registry("method")
+METHODS: Registry[type[Method]] = Registry("method")
 
 
-def build_strategy(name: str, params: dict[str, Any] | None = None) -> SyncStrategy:
+def build_strategy(name: str, params: dict[str, Any] | None = None) -> Method:
     return METHODS.get(name)(**(params or {}))

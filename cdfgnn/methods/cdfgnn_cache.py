@@ -65,7 +65,7 @@ import torch
 from cdfgnn.comm.codecs import CODEC_HELP, send_rows
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods import cdfgnn_kernels as K
-from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, _valid_codec
+from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, valid_codec
 from cdfgnn.methods.exact import Exact
 
 
@@ -89,7 +89,7 @@ class CdfgnnQuant(CdfgnnBaseline):
 
     name = "cdfgnn-quant"
     degenerate = Degenerate({"codec": "none"}, "vertex")
-    PARAMS = {"codec": Param("linear-8", str, check=_valid_codec, expect=CODEC_HELP,
+    PARAMS = {"codec": Param("linear-8", str, check=valid_codec, expect=CODEC_HELP,
                              doc="message encoding of every vertex row sent")}
 
 
@@ -423,5 +423,5 @@ class Cdfgnn(CdfgnnCache):
     name = "cdfgnn"
     degenerate = Degenerate({"codec": "none", "epsilon": 0.0, "adaptive": False},
                             "vertex")
-    PARAMS = {"codec": Param("linear-8", str, check=_valid_codec, expect=CODEC_HELP,
+    PARAMS = {"codec": Param("linear-8", str, check=valid_codec, expect=CODEC_HELP,
                              doc="message encoding of every vertex row sent")}

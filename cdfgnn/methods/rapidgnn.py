@@ -6,7 +6,7 @@ Mini-batch track, METIS partitions by default. On every worker:
 1. **Schedule, precomputed** (``plan``): the batches of every epoch, seeded by
    ``H(s0, w, e, i)`` and equal to what the online baselines sample, are sampled in
    vectorised passes over all batches of several epochs
-   (``cdfgnn/train/epoch_schedule.py``), written to disk as one compact file per epoch
+   (``cdfgnn/sampling/epoch_schedule.py``), written to disk as one compact file per epoch
    (blocks, input ids, locality bitmask; digest Q22) and read back one epoch at a time
    (never held whole in memory). Training steps read these samples; they do not
    sample. Precompute time (wall and CPU, with a sample/write/count breakdown) is
@@ -38,7 +38,6 @@ of the schedule; the cache buffers and the queue are measured and checked agains
 """
 from __future__ import annotations
 
-import time
 import warnings
 from collections import deque
 from typing import Any
@@ -48,7 +47,9 @@ import torch
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param
-from cdfgnn.methods.distdgl import DistDGL
+from cdfgnn.methods.sampled import SampledContext, SampledMethod
+from cdfgnn.sampling.epoch_schedule import write_epoch_file
+from cdfgnn.sampling.schedule import read_epoch
 
 
 def top_hot(ids: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
@@ -58,7 +59,7 @@ def top_hot(ids: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
 
 
 @METHODS.register("rapidgnn")
-class RapidGNN(DistDGL):
+class RapidGNN(SampledMethod):
     name = "rapidgnn"
     default_partitioner = "metis"
     PARAMS = {
@@ -79,39 +80,38 @@ class RapidGNN(DistDGL):
     }
 
     # ------------------------------------------------------------------ plan
-    def plan(self, ctx) -> dict[str, Any]:
-        from cdfgnn.train.epoch_schedule import write_epoch_file  # (engine imports methods)
+    def plan(self, ctx: SampledContext) -> dict[str, Any]:
         super().plan(ctx)
-        self.counts = {"remote_inputs": 0, "cache_hits": 0}
         store, sched, rank = ctx.store, ctx.schedule, ctx.store.rank
-        t0, c0 = time.perf_counter(), time.thread_time()
+        cpu_clock = ctx.compute_clock
+        wall_span, cpu_span = ctx.wall_clock.start(), cpu_clock.start()
         freq, sizes, nbytes = [], [], 0
         cpu = {"sample": 0.0, "write": 0.0, "count": 0.0}   # where the precompute goes
         self.files = []
         epochs = self._sampled_epochs(sched, ctx.epochs)
         while True:
-            c = time.thread_time()
+            c = cpu_clock.start()
             e, ep = next(epochs, (None, None))
-            cpu["sample"] += time.thread_time() - c
+            cpu["sample"] += c.stop().seconds()
             if ep is None:
                 break
-            c = time.thread_time()
+            c = cpu_clock.start()
             inputs = ep.src[0]                       # batches' input sets, concatenated
-            is_remote = store.owner[inputs] != rank
+            is_remote = store.remote_mask(inputs)
             path = ctx.workdir / f"schedule_e{e}.npy"
             nbytes += write_epoch_file(path, ep, is_remote)
             self.files.append(path)
-            cpu["write"] += time.thread_time() - c
-            c = time.thread_time()
+            cpu["write"] += c.stop().seconds()
+            c = cpu_clock.start()
             # freq_e(v): a batch's inputs are distinct, so occurrences = batches holding v
             ids, cnt = np.unique(inputs[is_remote], return_counts=True)
             freq.append((ids, cnt))
             sizes.append(int(ep.sizes[0].max(initial=0)))
-            cpu["count"] += time.thread_time() - c
+            cpu["count"] += c.stop().seconds()
         del ep
         self.m_max = int(max(sizes, default=0))
         # ---- cache size and hot sets
-        c = time.thread_time()
+        c = cpu_clock.start()
         distinct = max((f[0].size for f in freq), default=0)
         if self.params["cache_scope"] == "global":
             ids_g = np.unique(np.concatenate([f[0] for f in freq]))
@@ -133,11 +133,11 @@ class RapidGNN(DistDGL):
             self.hot = [top_hot(ids, cnt, self.n_hot) for ids, cnt in freq]
         self.freq_hist = np.bincount(freq[0][1]).tolist() if freq and freq[0][1].size else [0]
         del freq
-        cpu["count"] += time.thread_time() - c
-        precompute_s = time.perf_counter() - t0
-        precompute_cpu_s = time.thread_time() - c0
+        cpu["count"] += c.stop().seconds()
+        precompute_s = wall_span.stop().seconds()
+        precompute_cpu_s = cpu_span.stop().seconds()
         # ---- initial cache: one bulk pull
-        t1 = time.perf_counter()
+        fill_span = ctx.wall_clock.start()
         self.cache = (self.hot[0], store.pull(self.hot[0], "fill"))
         self.next: tuple | None = None      # the second buffer, for epoch self.next_epoch
         self.next_epoch = -1
@@ -151,7 +151,7 @@ class RapidGNN(DistDGL):
         return {"precompute_s": precompute_s, "precompute_cpu_s": precompute_cpu_s,
                 **{f"precompute_{k}_cpu_s": v for k, v in cpu.items()},
                 "schedule_bytes": nbytes,
-                "cache_build_s": time.perf_counter() - t1}
+                "cache_build_s": fill_span.stop().seconds()}
 
     #: input vertices sampled in one vectorised pass of the precompute, at most (several
     #: small epochs share a pass; a large epoch is a pass of its own)
@@ -175,13 +175,9 @@ class RapidGNN(DistDGL):
         return cache[1].numel() * cache[1].element_size()
 
     # --------------------------------------------------------------- epochs
-    def on_epoch_start(self, epoch: int) -> None:
-        self.epoch = epoch
-
     def _batches(self, epoch: int) -> list:
         """Epoch ``epoch``'s schedule, streamed in from its file (at most two epochs held)."""
         if epoch not in self.loaded:
-            from cdfgnn.train.minibatch import read_epoch
             self.loaded[epoch] = read_epoch(self.files[epoch], epoch)
         return self.loaded[epoch]
 
@@ -212,7 +208,7 @@ class RapidGNN(DistDGL):
     def _stage(self, epoch: int, i: int, mode: str) -> None:
         batch = self._batches(epoch)[i]
         ids, cached = self._cache_for(epoch)
-        mask = self.remote_mask(batch)
+        mask = self.store.remote_mask(batch.inputs)
         rid = batch.inputs[mask]
         pos = np.searchsorted(ids, rid)
         hit = pos < ids.size
@@ -225,33 +221,33 @@ class RapidGNN(DistDGL):
                            batch, self.store.gather(batch, rows, mask)))
 
     def inputs(self, epoch: int, index: int):
-        q, nb = self.q, self.mb.num_batches
+        q, nb = self.q, self.ctx.num_batches
         g = epoch * nb + index                      # position in the run's step sequence
         if q == 0:
             self._stage(epoch, index, "sync")
         elif g == 0:                                # pipeline fill, once per run
-            for k in range(min(q, self.mb.epochs * nb)):
+            for k in range(min(q, self.ctx.epochs * nb)):
                 self._stage(k // nb, k % nb, "sync")
         _, n_remote, n_hit, batch, x = self.queue.popleft()
         self.counts["remote_inputs"] += n_remote
         self.counts["cache_hits"] += n_hit
         ahead = g + q
-        if q and ahead < self.mb.epochs * nb:      # the same branch on every worker
+        if q and ahead < self.ctx.epochs * nb:      # the same branch on every worker
             self._stage(ahead // nb, ahead % nb, "background")
         staged = sum(item[-1].numel() * item[-1].element_size() for item in self.queue)
         self.queue_peak = max(self.queue_peak, staged)
         return batch, x
 
-    def on_epoch_end(self, epoch: int, metrics: dict | None = None) -> dict[str, Any]:
+    def on_epoch_end(self, epoch: int) -> dict[str, Any]:
         self.loaded.pop(epoch, None)
         nxt = epoch + 1
-        if self.params["cache_scope"] == "epoch" and nxt < self.mb.epochs:
+        if self.params["cache_scope"] == "epoch" and nxt < self.ctx.epochs:
             self.epoch = -1                          # (no buffer serves between epochs)
             self.cache = self._cache_for(nxt)        # built already unless Q == 0: swap
             self.next, self.next_epoch = None, -1
         self.hits_total += self.counts["cache_hits"]
         self.remote_total += self.counts["remote_inputs"]
-        return super().on_epoch_end(epoch, metrics)
+        return super().on_epoch_end(epoch)
 
     def summary(self) -> dict[str, Any]:
         d, q, esz = self.store.dim, self.q, self.store.x.element_size()

@@ -203,7 +203,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
             loss = loss + _train_part(model, part, epoch).detach().double()
             part_spans[-1].stop()
         if comm is not None and comm.world_size > 1:
-            _all_reduce_grads(comm, params)
+            all_reduce_grads(comm, params)
         opt.step()
         wall_span.stop(), cpu_span.stop()
         # read time (cuda: synchronises on the epoch's last events)
@@ -215,9 +215,9 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         # ---- evaluation: outside the timed section, traffic already snapshotted
         row: dict[str, Any] = {"epoch": epoch}
         if epoch % eval_every == 0 or epoch == epochs - 1:
-            row.update(_evaluate(model, parts, loss, comm, full_graph_eval, full_graph_counts))
+            row.update(evaluate(model, parts, loss, comm, full_graph_eval, full_graph_counts))
         else:
-            row["loss"] = _reduce_scalar(loss, comm)
+            row["loss"] = reduce_scalar(loss, comm)
         for part in parts:
             if part.strategy is not None:
                 row.update(part.strategy.on_epoch_end(epoch, row))
@@ -260,7 +260,8 @@ def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str
     return comm.stats.snapshot() if comm is not None else {}
 
 
-def _all_reduce_grads(comm, params: list[torch.Tensor]) -> None:
+def all_reduce_grads(comm, params: list[torch.Tensor]) -> None:
+    """Sum every parameter's gradient over the ranks: one all-reduce of them all."""
     flat = torch.cat([p.grad.reshape(-1) for p in params])
     comm.all_reduce(flat, tag=GRAD_TAG)
     offset = 0
@@ -286,7 +287,8 @@ def _epoch_times(comm, wall: float, cpu: float, strategy, epoch: int,
     return EpochTimes(wall, cpu, comm_s, reduce_s, overhead, overlap)
 
 
-def _reduce_scalar(v: torch.Tensor, comm) -> float:
+def reduce_scalar(v: torch.Tensor, comm) -> float:
+    """``v`` summed over the ranks (``comm`` None: one process), as a float."""
     t = v.to(torch.float64).reshape(1).clone()
     if comm is not None and comm.world_size > 1:
         comm.all_reduce(t, tag=EVAL_TAG)
@@ -294,8 +296,8 @@ def _reduce_scalar(v: torch.Tensor, comm) -> float:
 
 
 @torch.no_grad()
-def _evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
-              full_graph_eval: bool, full_graph_counts) -> dict[str, float]:
+def evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
+             full_graph_eval: bool, full_graph_counts) -> dict[str, float]:
     model.eval()
     multilabel = parts[0].data.multilabel
     if comm is not None and getattr(parts[0].strategy, "per_part_eval", False):
@@ -307,12 +309,8 @@ def _evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
         c = counts.cpu().numpy()
         return {"loss": float(c[-1]), **metrics_from_counts(c[:-1], multilabel)}
     if comm is not None and full_graph_eval:
-        counts = (full_graph_counts(model) if comm.rank == 0
-                  else torch.zeros(9, dtype=torch.float64, device=loss.device))
-        if comm.world_size > 1:
-            comm.broadcast(counts, src=0, tag=EVAL_TAG)
-        total = _reduce_scalar(loss, comm)
-        return {"loss": total, **metrics_from_counts(counts.cpu().numpy(), multilabel)}
+        metrics = full_graph_metrics(model, comm, full_graph_counts, multilabel, loss.device)
+        return {"loss": reduce_scalar(loss, comm), **metrics}
     part = parts[0]
     view = part.prop.base_view.but(training=False)
     if part.strategy is not None:
@@ -324,3 +322,15 @@ def _evaluate(model: GNN, parts: list[TrainPart], loss: torch.Tensor, comm,
         comm.all_reduce(counts, tag=EVAL_TAG)
     c = counts.cpu().numpy()
     return {"loss": float(c[-1]), **metrics_from_counts(c[:-1], multilabel)}
+
+
+@torch.no_grad()
+def full_graph_metrics(model: GNN, comm, full_graph_counts, multilabel: bool,
+                       device: torch.device | None = None) -> dict[str, float]:
+    """Metrics of one-process full-graph inference on rank 0 (``full_graph_counts(model)``
+    there), broadcast to every rank; ``model`` is in eval mode."""
+    counts = (full_graph_counts(model) if comm.rank == 0
+              else torch.zeros(9, dtype=torch.float64, device=device))
+    if comm.world_size > 1:
+        comm.broadcast(counts, src=0, tag=EVAL_TAG)
+    return metrics_from_counts(counts.cpu().numpy(), multilabel)

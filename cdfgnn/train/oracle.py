@@ -13,11 +13,11 @@ import time
 import numpy as np
 import torch
 
-from cdfgnn.arrays import keep_small_rows
 from cdfgnn.data.graph import Graph
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator
+from cdfgnn.sampling.blocks import sample_block_arrays
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, TrainPart, _evaluate,
+from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, TrainPart, evaluate,
                                loss_sum, run_epochs)
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.record import device_peak_mb, reset_device_peak
@@ -56,10 +56,10 @@ def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
     res = run_epochs(model, [TrainPart(prop, full_graph_data(graph, device, dtype))],
                      epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
                      eval_every=cfg.eval_every)
-    return {**_as_dict(res), "max_memory_allocated_mb": device_peak_mb(device)}
+    return {**result_dict(res), "max_memory_allocated_mb": device_peak_mb(device)}
 
 
-def _as_dict(res: LoopResult) -> dict:
+def result_dict(res: LoopResult) -> dict:
     return {"epochs": res.epochs,
             "times": [t.as_dict() for t in res.times],
             "final_state": res.final_state}
@@ -77,68 +77,6 @@ class BlockPropagator(Propagator):
         scale = np.where(sampled > 0, deg[dst] / np.maximum(sampled, 1), 1.0)
         super().__init__(indptr, local_cols, deg[dst], deg[src], len(src), row_scale=scale)
         self.input_ids = torch.from_numpy(src)
-
-
-def sample_arcs(indptr: np.ndarray, dst: np.ndarray, fanout: int,
-                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``dst``: a uniform subset of ``min(degree, fanout)`` of its arcs, without
-    replacement. Returns (arcs kept per row, arc ids grouped by row).
-
-    Rows with at most ``fanout`` arcs keep them all; the others draw with Floyd's
-    algorithm, vectorised over rows: ``fanout`` rounds, each a draw per row and a
-    duplicate check against the row's earlier picks (work ~ rows x fanout^2 / 2,
-    independent of the degrees).
-    """
-    lo, deg, counts, start, arcs, big = keep_small_rows(indptr, dst, fanout)
-    if big.size:
-        d = deg[big]
-        chosen = np.empty((big.size, fanout), dtype=np.int64)
-        for s in range(fanout):
-            j = d - fanout + s
-            t = np.minimum((rng.random(big.size) * (j + 1)).astype(np.int64), j)
-            if s:
-                t = np.where((chosen[:, :s] == t[:, None]).any(axis=1), j, t)
-            chosen[:, s] = t
-        pos = start[big][:, None] + np.arange(fanout)
-        arcs[pos.ravel()] = (lo[big][:, None] + chosen).ravel()
-    return counts, arcs
-
-
-def sample_block_arrays(graph: Graph, seeds: np.ndarray, fanouts: list[int],
-                        rng: np.random.Generator) -> tuple[list[np.ndarray], list[tuple]]:
-    """Vectorised fan-out sampling (no loop over vertices).
-
-    Returns ``srcs`` (per layer, input side first: the block's input vertices; the
-    output vertices of layer l are the first ``len(srcs[l + 1])`` of ``srcs[l]``,
-    with ``srcs[K] = seeds``) and per layer ``(indptr, local_cols)`` of the block.
-    """
-    srcs, structure = [seeds], []
-    dst = seeds
-    for fanout in reversed(fanouts):
-        counts, arcs = sample_arcs(graph.indptr, dst, fanout, rng)
-        nbrs = graph.indices[arcs]
-        # distinct sampled vertices u and each arc's index into u (one sort of the arcs)
-        order = np.argsort(nbrs, kind="stable")
-        sn = nbrs[order]
-        first = np.r_[True, sn[1:] != sn[:-1]] if sn.size else np.zeros(0, dtype=bool)
-        u = sn[first]
-        inv = np.empty(nbrs.size, dtype=np.int64)
-        inv[order] = np.cumsum(first) - 1
-        # which of u are already in dst (no O(N) buffer per batch: binary search)
-        dsort = np.argsort(dst, kind="stable")
-        pos = np.minimum(np.searchsorted(dst[dsort], u), max(dst.size - 1, 0))
-        in_dst = dst[dsort[pos]] == u if dst.size else np.zeros(u.size, dtype=bool)
-        new = u[~in_dst]                                       # sampled, not yet in dst
-        src = np.concatenate([dst, new])
-        local_u = np.empty(u.size, dtype=np.int64)
-        local_u[in_dst] = dsort[pos[in_dst]]
-        local_u[~in_dst] = dst.size + np.arange(new.size)
-        indptr = np.zeros(dst.size + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        structure.append((indptr, local_u[inv]))
-        srcs.append(src)
-        dst = src
-    return srcs[::-1], structure[::-1]
 
 
 def blocks_from_arrays(graph: Graph, srcs: list[np.ndarray],
@@ -189,7 +127,7 @@ def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
         end_sampled_epoch(res, model, TrainPart(full, data), cfg, epoch, (t0, c0),
                           total / max(train_ids.size, 1), -(-perm.size // cfg.batch_size))
     res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    return _as_dict(res)
+    return result_dict(res)
 
 
 def end_sampled_epoch(res: LoopResult, model, full: TrainPart, cfg: TrainConfig, epoch: int,
@@ -201,7 +139,7 @@ def end_sampled_epoch(res: LoopResult, model, full: TrainPart, cfg: TrainConfig,
     res.times.append(EpochTimes(wall, cpu, 0.0, 0.0))
     row = {"epoch": epoch, "batches": batches}
     if epoch % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
-        row.update(_evaluate(model, [full], mean_loss, None, False, None))
+        row.update(evaluate(model, [full], mean_loss, None, False, None))
     else:
         row["loss"] = float(mean_loss)
     res.epochs.append(row)

@@ -140,7 +140,7 @@ def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
 
 def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, Any]:
     from cdfgnn.comm.network import NetworkModel
-    from cdfgnn.methods.base import METHODS, build_strategy
+    from cdfgnn.methods.base import METHODS, Prepared, build_strategy
     from cdfgnn.partition.stats import partition_stats
 
     topology = Topology.for_workers(cfg.workers, cfg.hosts)
@@ -151,12 +151,12 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     method_cls = METHODS.get(cfg.method)
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
-    prepared = build_strategy(cfg.method, cfg.method_params).prepare(graph, part, cfg.devices)
-    drop_arcs = prepared.drop_arcs
+    method = build_strategy(cfg.method, cfg.method_params)  # bad parameters: fail here
     from cdfgnn.comm.devices import describe, factors, parse_devices
     devices = parse_devices(cfg.devices, cfg.workers)
     slow, xfer = factors(devices, cfg.workers)
     network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
+    prepared = Prepared()  # the sampled track prepares nothing
     if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
         if session is not None:
             raise CdfgnnError(f"method {cfg.method!r} (sampled track) runs on the built-in "
@@ -164,14 +164,15 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
         from cdfgnn.train.minibatch import run_minibatch
         body = run_minibatch(cfg, graph, part, topology, network)
     else:
-        results = train_distributed(cfg, graph, part, drop_arcs, session)
-        body = _assemble(cfg, topology, network, results)
+        prepared = method.prepare(graph, part, cfg.devices)
+        results = train_distributed(cfg, graph, part, prepared.drop_arcs, session)
+        body = assemble_ranks(cfg, topology, network, results)
     body["model_time"]["devices"] = describe(devices)
     body["model_time"]["transfer"] = list(network.transfer)
     body["partition"] = {**stats, "file": cfg.partition_file}
     body["summary"]["estimated_memory_mb"] = estimate_mb
-    if drop_arcs is not None:
-        body["partition"]["dropped_arcs"] = int(np.count_nonzero(drop_arcs))
+    if prepared.drop_arcs is not None:
+        body["partition"]["dropped_arcs"] = int(np.count_nonzero(prepared.drop_arcs))
     if prepared.info is not None:
         body["partition"]["prepare"] = prepared.info
     return body
@@ -182,7 +183,7 @@ def train_distributed(cfg: TrainConfig, graph: Graph, part: Partitioning,
     """Launch ``cfg.workers`` ranks on ``cfg.backend``; per-rank results in rank order.
     Under torchrun (``session``) this process is one rank and receives the others'."""
     from cdfgnn.comm.launcher import launch
-    from cdfgnn.train.worker import RankJob, rank_main, thread_job
+    from cdfgnn.train.worker import RankJob, rank_main, stage_files, thread_job
 
     if session is not None:
         return session.run(rank_main, RankJob(cfg, graph=graph, partitioning=part,
@@ -192,11 +193,7 @@ def train_distributed(cfg: TrainConfig, graph: Graph, part: Partitioning,
         if cfg.backend == "thread":
             job = thread_job(cfg, graph, part, drop_arcs)
         else:  # processes load from files, so nothing large is pickled
-            gpath = cfg.graph or str(Path(tmp) / "graph.npz")
-            if not cfg.graph:
-                graph.save(gpath)
-            ppath = str(Path(tmp) / "part.npz")
-            part.save(ppath)
+            gpath, ppath = stage_files(cfg, graph, part, tmp)
             dpath = None
             if drop_arcs is not None:
                 dpath = str(Path(tmp) / "drop_arcs.npy")
@@ -213,7 +210,7 @@ def _is_vertex_tag(tag: str) -> bool:
     return tag.startswith(VERTEX_TAGS)
 
 
-def _assemble(cfg, topology, network, results) -> dict[str, Any]:
+def assemble_ranks(cfg, topology, network, results) -> dict[str, Any]:
     """Per-rank timers, traffic by link class and tag, modelled time: the record body.
 
     Modelled epoch time (DESIGN.md sec. 4), per timed epoch e and rank r, with

@@ -36,7 +36,7 @@ from cdfgnn.models.propagate import FullGraphPropagator, Propagator, SparseMatri
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.loop import LocalData, LoopResult, TrainPart, loss_sum
 from cdfgnn.train.optim import Adam
-from cdfgnn.train.oracle import _as_dict, end_sampled_epoch, full_graph_data, one_thread
+from cdfgnn.train.oracle import end_sampled_epoch, full_graph_data, one_thread, result_dict
 from cdfgnn.train.worker import model_for
 
 SAINT_SAMPLERS = ("node", "rw")
@@ -122,7 +122,7 @@ def _train_subgraphs(graph: Graph, cfg: TrainConfig,
         end_sampled_epoch(res, model, TrainPart(full, data), cfg, epoch, (t0, c0),
                           total / max(steps, 1), steps)
     res.final_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    return _as_dict(res)
+    return result_dict(res)
 
 
 # ---------------------------------------------------------------- Cluster-GCN

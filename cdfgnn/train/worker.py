@@ -8,6 +8,7 @@ as one part per rank (CoFree digest sec. 2.10).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -38,6 +39,26 @@ class RankJob:
     books: list[PartitionBook] | None = None
     drop_arcs: np.ndarray | None = None         # the method's prepare() mask, if any
     drop_arcs_path: str | None = None
+
+
+def stage_files(cfg: TrainConfig, graph: Graph, part: Partitioning,
+                folder: str | Path) -> tuple[str, str]:
+    """Process ranks load the run's inputs from files (nothing large is pickled): the
+    graph (unless ``cfg.graph`` names its file already) and the partitioning, written
+    to ``folder``; returns (graph path, partition path)."""
+    gpath = cfg.graph or str(Path(folder) / "graph.npz")
+    if not cfg.graph:
+        graph.save(gpath)
+    ppath = str(Path(folder) / "part.npz")
+    part.save(ppath)
+    return gpath, ppath
+
+
+def load_inputs(job) -> tuple[Graph, Partitioning]:
+    """A rank's graph and partitioning: the objects a job carries (ranks of this
+    process), else loaded from its files (:func:`stage_files`)."""
+    graph = job.graph if job.graph is not None else Graph.load(job.graph_path)
+    return graph, job.partitioning or Partitioning.load(job.partition_path)
 
 
 def parts_of(rank: int, world_size: int, num_parts: int) -> list[int]:
@@ -119,8 +140,7 @@ def full_graph_counter(graph: Graph, device: torch.device | None = None,
 
 def rank_main(comm, job: RankJob) -> dict:
     cfg = job.cfg
-    graph = job.graph if job.graph is not None else Graph.load(job.graph_path)
-    part = job.partitioning or Partitioning.load(job.partition_path)
+    graph, part = load_inputs(job)
     mine = parts_of(comm.rank, comm.world_size, part.num_parts)
     if job.books is not None:
         books = [job.books[p] for p in mine]

@@ -1,13 +1,14 @@
 """A whole epoch of the mini-batch schedule at once: vectorised sampling and its file.
 
 RapidGNN precomputes every batch of every epoch before training (digest sec. 2.3,
-Q8, Q22). Sampling the batches one at a time (:func:`cdfgnn.train.oracle.sample_block_arrays`)
-costs a dozen small numpy calls per batch and layer; here all ``B`` batches of an
-epoch go through each layer together, batch ``b``'s vertices keyed by
-``b * N + vertex`` so one sort deduplicates every batch at once.
+Q8, Q22). Sampling the batches one at a time
+(:func:`cdfgnn.sampling.blocks.sample_block_arrays`) costs a dozen small numpy calls
+per batch and layer; here all ``B`` batches of an epoch go through each layer
+together, batch ``b``'s vertices keyed by ``b * N + vertex`` so one sort deduplicates
+every batch at once.
 
 The result is **the same schedule** as the per-batch sampler (the online baselines'
-path, :meth:`cdfgnn.train.minibatch.Schedule.sample`), array for array:
+path, :meth:`cdfgnn.sampling.schedule.Schedule.sample`), array for array:
 
 * batch ``b`` draws from its own generator ``rngs[b]`` exactly the numbers the
   per-batch sampler draws: per layer (seed side first) ``fanout`` rounds of one
@@ -113,7 +114,7 @@ class EpochArrays:
 # ------------------------------------------------------------------------ sampling
 def _floyd(lo: np.ndarray, deg: np.ndarray, fanout: int, draws: np.ndarray) -> np.ndarray:
     """Floyd's algorithm on rows with ``deg > fanout``; ``draws[s]`` = round s's uniforms
-    (the arithmetic of :func:`cdfgnn.train.oracle.sample_arcs`; the picks are kept one
+    (the arithmetic of :func:`cdfgnn.sampling.blocks.sample_arcs`; the picks are kept one
     contiguous array per round, so the duplicate check is ``s`` flat comparisons).
     Returns arc ids (rows, fanout)."""
     chosen = np.empty((fanout, deg.size), dtype=np.int64)
