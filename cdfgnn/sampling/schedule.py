@@ -7,7 +7,8 @@ number of batches per epoch on every worker (:func:`num_batches`). Batch ``i`` o
 (:func:`cdfgnn.sampling.blocks.sample_block_arrays`) from generators seeded by
 :func:`schedule_seed`: the epoch's permutation by ``H(s0, w, e, "perm")``, the batch's
 sampler by ``H(s0, w, e, i)``, ``H`` = SHA-256 truncated to 64 bits (RapidGNN,
-arXiv 2509.05207, says only "cryptographic hash"; we choose SHA-256). Online baselines (:meth:`Schedule.sample`) and RapidGNN's precomputed schedule
+arXiv 2509.05207, says only "cryptographic hash"; we choose SHA-256).
+Online baselines (:meth:`Schedule.sample`) and RapidGNN's precomputed schedule
 (:meth:`Schedule.epochs_arrays`, :mod:`cdfgnn.sampling.epoch_schedule`) therefore see
 identical batches.
 """
