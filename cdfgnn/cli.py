@@ -1,7 +1,7 @@
 """The `cdfgnn` command line: prepare | partition | train | aggregate | report | plot | claims |
 compare | bench.
 
-Each subcommand is one arrow of the data flow in DESIGN.md sec. 3 (dataset ->
+Each subcommand is one arrow of the data flow in docs/architecture.md (dataset ->
 Graph file -> Partitioning file -> RunRecord JSON -> tidy tables -> figures and
 report tables; ``report`` runs any plug-in of :mod:`cdfgnn.report.registry`), so
 the Snakemake rules can stay one shell line each. Every output is written

@@ -93,7 +93,7 @@ class TorchCache:
         return wire
 
     def _over_threshold(self, z: torch.Tensor, pushed: torch.Tensor) -> torch.Tensor:
-        """Rows whose relative L-inf change since the last push exceeds epsilon (Q4:
+        """Rows whose relative L-inf change since the last push exceeds epsilon (our choice:
         a zero row is sent when its difference is non-zero)."""
         if not z.numel():
             return torch.zeros(z.shape[0], dtype=torch.bool)

@@ -1,4 +1,4 @@
-"""CaPGNN (digest 003): JACA caches, device profiles, RAPA, AdaQP."""
+"""CaPGNN (Neurocomputing): JACA caches, device profiles, RAPA, AdaQP."""
 from __future__ import annotations
 
 import numpy as np

@@ -23,7 +23,7 @@ def _rows(seed: int, n: int = 300, d: int = 13):
     pushed = z + 0.05 * torch.randn(n, d, generator=g) * (torch.rand(n, 1, generator=g) < 0.5)
     z[0] = 0.0                     # zero row, zero pushed: never sent
     pushed[0] = 0.0
-    z[1] = 0.0                     # zero row, non-zero pushed: sent (Q4)
+    z[1] = 0.0                     # zero row, non-zero pushed: sent (our choice)
     pushed[2] = z[2]               # unchanged
     z[3] = 0.0                     # borderline: |diff| max == float32(0.1) * max|z|
     z[3, 0] = 1.0

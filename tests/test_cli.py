@@ -1,7 +1,7 @@
 """The `cdfgnn` command line: each subcommand end to end on small inputs, and bad input.
 
 Bad input must give ``cdfgnn: error: <message naming the input>`` on stderr, exit
-code 2, no traceback and no output file (DESIGN.md sec. 7, issue 2 "Bad input").
+code 2, no traceback and no output file (docs/architecture.md, Conventions; issue 2 "Bad input").
 """
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def test_linear_midrise_meets_the_printed_bound(args, bits):
 
 
 @pytest.mark.parametrize("bits", [1, 2, 4, 8])
-def test_stochastic_is_unbiased_with_the_digest_variance(bits):
+def test_stochastic_is_unbiased_with_the_theorem_1_variance(bits):
     """E[deq(q(h))] = h (Sylvie eq. 6); per-element variance scale^2 p(1-p) (<= scale^2/4),
     whose mean over uniform fractional parts is (max-min)^2/(6 B^2) (eq. 7 per element)."""
     torch.manual_seed(0)

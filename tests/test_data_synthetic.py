@@ -1,5 +1,5 @@
 """Synthetic twins: determinism, scaling, degree tail, metadata, and learnability by the
-project's own full-graph GCN oracle (DESIGN.md section 5: "accuracy on twins must be
+project's own full-graph GCN oracle (docs/architecture.md, Datasets: "accuracy on twins must be
 learnable (well above chance)")."""
 from __future__ import annotations
 

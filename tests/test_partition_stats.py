@@ -298,7 +298,7 @@ def test_labels():
     assert R.partitioner_label("metis") == "METIS"
 
 
-def test_paper_table3_transcription_reproduces_digest_derived_table():
+def test_paper_table3_transcription_reproduces_derived_gamma_table():
     d = R.derived_gamma_table(R.paper_table3()).set_index("dataset")
     assert d.loc["reddit", "outer_change"] == pytest.approx(-14.94, abs=0.005)
     assert d.loc["ogbn-products", "inner_change"] == pytest.approx(36.90, abs=0.005)

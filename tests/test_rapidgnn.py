@@ -277,7 +277,7 @@ def test_energy_meter_reads_nvml_on_cuda_runs(monkeypatch, tmp_path):
 
 
 def test_rows_counted_equal_misses_computed_offline(gfile):
-    """Digest 8.1 invariant (ii): counted rows = sum of |N_i^e remote minus cache| from the
+    """Alg. 1's misses (arXiv 2509.05207): counted rows = sum of |N_i^e remote minus cache| from the
     schedule and the cache contents (global cache, no prefetch)."""
     from cdfgnn.data.graph import Graph
     from cdfgnn.methods.rapidgnn import top_hot

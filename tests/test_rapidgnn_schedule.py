@@ -1,7 +1,7 @@
 """RapidGNN's precomputed schedule: the vectorised epoch sampler and the compact schedule
 file give the very schedule of the per-batch sampler (the online baselines' path).
 
-The golden digests were computed with the per-batch implementation before the
+The golden hashes were computed with the per-batch implementation before the
 vectorised one existed (commit 766a2b8, ``Schedule.epoch``): they pin the schedule
 for fixed seeds, so neither path can drift unnoticed.
 """
@@ -28,7 +28,7 @@ def digest(batches) -> str:
     return h.hexdigest()[:16]
 
 
-# (graph kwargs, fan-outs, batches per epoch, s0, worker, epochs) -> digest of the old code
+# (graph kwargs, fan-outs, batches per epoch, s0, worker, epochs) -> hash of the old code
 CASES = [
     (dict(n=300, seed=2), [3, 5], 4, 7, 1, 3, "23089529ab237e3f"),
     (dict(n=600, seed=5, isolated=0), [4, 4], 3, 0, 0, 2, "ec0e66d91982db95"),

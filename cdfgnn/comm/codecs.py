@@ -13,7 +13,7 @@ with any technique (a cache, staleness, sampling). Specs:
     deterministic per-row min/max quantisation with round half up,
     ``q = floor((2^B - 1)(m - min)/(max - min) + 0.5)``, decoded as
     ``min + q (max - min)/(2^B - 1)``. The top value is representable, so no
-    clamping is needed (digest Q7b: the printed ``2^B`` would map ``max`` to
+    clamping is needed (CDFGNN, arXiv 2408.00232, eqs. 22-23 print ``2^B``, which maps ``max`` to
     ``2^B``, which does not fit in B bits). Error per element <= (max - min) /
     (2 (2^B - 1)). Metadata: min and max as float32 (the paper's ``2T`` bits).
     ``linear-B-midrise`` is the alternative that meets the printed bound
@@ -23,7 +23,7 @@ with any technique (a cache, staleness, sampling). Specs:
     per-row min and scale sent as float16, ``q = floor((h - min)/scale + u)``
     with ``u ~ U[0, 1)`` (stochastic rounding), ``scale = (max - min)/(2^b - 1)``,
     decoded as ``min + q scale``: unbiased, variance per element
-    ``scale^2 p (1 - p)`` (digest Theorem 1). The sender quantises against the
+    ``scale^2 p (1 - p)`` (Sylvie, arXiv 2303.01277, Theorem 1). The sender quantises against the
     float16-rounded min (rounded down) and scale (rounded up), so the estimate is
     unbiased for exactly what the receiver reconstructs. ``stochastic-16`` is the
     same as ``fp16`` and ``stochastic-32`` the same as ``none`` (Sylvie's bit-width
@@ -33,7 +33,7 @@ Values are bit-packed per row (``ceil(B d / 8)`` bytes per row, low bits first);
 metadata precedes the values in one ``uint8`` buffer per message, so the bytes the
 communicator accounts are the bytes of the packed buffer. A row whose max equals
 its min (a constant row, e.g. all-zero ReLU output) is reconstructed exactly from
-its metadata (digest Sylvie Q2, CDFGNN Q7f).
+its metadata (neither Sylvie nor CDFGNN says how to treat max = min; we choose this).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Device profiles: per-worker compute and transfer speeds (CaPGNN digest 003, Table 1).
+"""Device profiles: per-worker compute and transfer speeds (CaPGNN, Neurocomputing, Table 1).
 
 A :class:`DeviceProfile` holds the mean seconds of five micro-benchmarks on one
 device: dense MM, SpMM (99.6 % sparse), host-to-device (H2D), device-to-host (D2H)
@@ -98,7 +98,7 @@ _register(DeviceProfile("gtx1660ti", _mean(.9791, 1.0084), _mean(.3370, .3447),
 _register(DeviceProfile("gtx1650", _mean(1.2730, 1.2755), _mean(.6316, .6330),
                         _mean(.1246, .1259), _mean(.1249, .1257), 0.0094, 4, "G5", _T1))
 
-#: Table 4's nested groups (digest sec. 4): x2 = 2 R9, then T4, R6, G6 pairs are added
+#: CaPGNN Table 4's nested groups: x2 = 2 R9, then T4, R6, G6 pairs are added
 GROUPS: dict[str, list[str]] = {}
 _ORDER = ["rtx3090", "rtx3090", "a40", "a40", "rtx3060", "rtx3060", "gtx1660ti", "gtx1660ti"]
 for _k in range(2, 9):

@@ -1,4 +1,4 @@
-"""Run ``fn(comm, *args)`` on every rank of a simulated cluster (DESIGN.md §3, §7).
+"""Run ``fn(comm, *args)`` on every rank of a simulated cluster (docs/architecture.md).
 
 ``launch(fn, world_size, topology=..., backend="thread"|"process")`` returns the
 per-rank return values in rank order, or raises

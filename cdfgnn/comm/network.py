@@ -1,4 +1,4 @@
-"""Network cost model: accounted traffic -> modelled seconds (DESIGN.md §3 NetworkModel, §4).
+"""Network cost model: accounted traffic -> modelled seconds (docs/architecture.md, Metrics).
 
 Every pair of distinct ranks is joined by a link of class ``intra`` (same host of
 the :class:`~cdfgnn.partition.base.Topology`) or ``inter`` (different hosts). A
@@ -12,7 +12,7 @@ i.e. no overlap between peers: a conservative, simple model). A device never
 pays for traffic to itself. Units: **GB = 1e9 bytes**, bandwidth in GB/s,
 latency in seconds.
 
-Epoch time (DESIGN.md §4):
+Epoch time (docs/architecture.md, Metrics, "modelled on this machine"):
 
     epoch = max_r ( compute_r * slowdown_r + comm_r )            (no overlap)
     epoch = max_r max( compute_r * slowdown_r, comm_r )           (overlap=True)

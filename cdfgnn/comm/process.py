@@ -1,4 +1,4 @@
-"""Process backend: one OS process per rank over torch.distributed (DESIGN.md §3, §7).
+"""Process backend: one OS process per rank over torch.distributed (docs/architecture.md).
 
 gloo on CPU, nccl when the rank's device is CUDA (tensors are staged onto
 ``self.device``; results come back on it). The process group must already be

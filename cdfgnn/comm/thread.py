@@ -1,4 +1,4 @@
-"""Thread backend: P virtual ranks as threads of one process (DESIGN.md §3 Communicator, §7).
+"""Thread backend: P virtual ranks as threads of one process (docs/architecture.md).
 
 All ranks of one run share a :class:`ThreadGroup`: one mailbox slot per rank and a
 ``threading.Barrier(P, timeout=timeout_s)``. Every collective is a sequence of
@@ -23,7 +23,7 @@ Semantics shared with the process backend (so both give the same numbers):
 * ``all_gather_object``: every rank receives ``copy.deepcopy`` of every object
   (its own included), matching the pickle round trip of the process backend.
 
-Failure handling (DESIGN.md §7 "a dead rank stops the whole run within a timeout"):
+Failure handling (docs/architecture.md: "a dead rank stops the whole run within a timeout"):
 an exception inside a rank is recorded once with :meth:`ThreadGroup.fail`, which
 aborts the barrier; every rank waiting in (or later entering) a collective then
 raises :class:`CollectiveAbortedError`. If the barrier times out because a rank

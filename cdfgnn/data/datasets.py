@@ -1,6 +1,6 @@
 """The dataset registry: one name -> one Graph, synthetic twins and real datasets alike.
 
-Follows DESIGN.md section 5. Synthetic twins (``synth-*``) are generated from
+See docs/architecture.md, Datasets. Synthetic twins (``synth-*``) are generated from
 :mod:`cdfgnn.data.synthetic` (deterministic by ``seed``, sized by ``scale``). Real
 datasets are read from ``<root>/<name with '-' -> '_'>/``: first the converted Graph
 cache ``graph.npz``, else the raw files (read by :mod:`cdfgnn.data.real`, then cached),

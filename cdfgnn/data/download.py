@@ -1,6 +1,6 @@
 """Resumable, checksummed downloads of the real datasets (urllib only) and their unpacking.
 
-Follows DESIGN.md section 5 ("Download rule with checksum, retries, resumable").
+Follows docs/architecture.md, Datasets (checksum, retries, resumable).
 
 Algorithm of :func:`download`:
 

@@ -1,10 +1,10 @@
 """Readers for the published on-disk formats of the real datasets (no DGL / PyG / ogb needed).
 
-Follows DESIGN.md section 5 ("read the published file formats directly"). Every reader
+Follows docs/architecture.md, Datasets (read the published formats directly). Every reader
 checks what it reads and raises :class:`CorruptFileError` naming the offending file
 (truncated gzip or zip, wrong column count, row counts that disagree, ids out of range,
 overlapping splits). Every graph is symmetrised, deduplicated and stripped of
-self-loops (CDFGNN digest Q22: the papers' |E| are undirected counts).
+self-loops (CDFGNN, arXiv 2408.00232, Table 1: its |E| match undirected counts).
 
 Formats:
 
@@ -23,7 +23,7 @@ Formats:
   multi-label), ``role.json`` ({"tr": [...], "va": [...], "te": [...]}).
 * **friendster** (SNAP ``com-friendster.ungraph.txt.gz``): tab-separated edge list with
   ``#`` comments; ids are compacted in increasing order. It has no features or labels:
-  as in CDFGNN (digest, Table 1 notes) they are generated, N(0,1) 64-dim features and
+  as in CDFGNN (arXiv 2408.00232, Table 1) they are generated, N(0,1) 64-dim features and
   uniform 32-class labels with a random 65/10/25 split, seeded by ``seed``.
 """
 from __future__ import annotations

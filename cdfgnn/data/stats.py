@@ -1,6 +1,6 @@
 """Dataset statistics: one row per graph, the analogue of each paper's Table 1.
 
-Definitions (DESIGN.md section 4/5; CDFGNN digest, Table 1 notes): ``num_edges`` is the
+Definitions (docs/architecture.md, Metrics; CDFGNN arXiv 2408.00232 Table 1): ``num_edges`` is the
 undirected count |E| (each symmetric pair once), ``avg_degree = 2|E| / |V|``,
 ``max_degree`` and ``isolated_nodes`` use the neighbour count without self-loops.
 ``edge_homophily`` is the fraction of edges whose endpoints share a label (multi-label

@@ -1,8 +1,8 @@
 """Synthetic twins of the papers' datasets: degree-corrected SBM with power-law degrees.
 
-Follows DESIGN.md section 5 ("Synthetic twins") and the CDFGNN digest's suggestion for a
-Friendster stand-in (000_cdfgnn.md, "random N(0,1) 64-dimensional features, uniform
-random 32-class labels, random 65/10/25 split").
+Follows docs/architecture.md, Datasets ("Synthetic twins"). Friendster stand-in: CDFGNN
+(arXiv 2408.00232, Table 1) generates 64-dim features and 32 classes at random; the paper
+does not say how, nor the split: we choose N(0,1) features, uniform labels, 65/10/25.
 
 Generative model (all steps vectorised numpy, one ``SeedSequence`` per twin and seed):
 
@@ -117,7 +117,7 @@ class TwinSpec:
     min_split_size: int = 0         # fewest vertices of each split (0: the ratios alone)
 
 
-# Real values from the digests: CDFGNN Table 1 (reddit = GraphSAINT's 0.66/0.10/0.24 split,
+# Real values from the papers: CDFGNN Table 1 (reddit = GraphSAINT's 0.66/0.10/0.24 split,
 # avg degree 99.65; products 50.52; friendster 55.06), CoFree / Sylvie tables (yelp 19.47,
 # 0.75/0.10/0.15; amazon-products 264.3M directed arcs / 1.57M nodes = 168.4, train
 # 1,255,968 = 0.80), CaPGNN table (flickr 10.08), OGB (arxiv 13.77, time split 54/18/28;

@@ -1,4 +1,4 @@
-"""Pipeline configuration -> the concrete list of files to build (DESIGN.md sec. 6).
+"""Pipeline configuration -> the concrete list of files to build (docs/architecture.md).
 
 The Snakefile asks this module, never the config directly, which datasets,
 partitions, runs, tables and figures exist and which command-line arguments each

@@ -494,7 +494,8 @@ class SyncStrategy(Method):
 
         One shared mechanism for every pipelined method (PipeGCN, Sylvie-A, CaPGNN's
         overlap): the rows sent now are consumed one epoch later; the first epoch
-        consumes zeros (Sylvie digest Q11). ``merge_stale`` may smooth the buffer.
+        consumes zeros (Sylvie, arXiv 2303.01277, does not say; its public code uses
+        zeros). ``merge_stale`` may smooth the buffer.
         """
         fresh = self._transmit(key, outgoing, incoming_rows)
         previous = self._stale_rows.get(key.tag)

@@ -8,7 +8,7 @@ part ``i``'s halo rows owned by ``q`` is drawn from a generator seeded by (seed,
 epoch, i, q), so owner and receiver draw the same sample without exchanging ids
 (the ids the real system sends are a few bytes per row and are not modelled).
 
-Scaling (``scaling``, not fixed by the Sylvie digest): ``inverse-rate`` (default)
+Scaling (``scaling``, not fixed by the papers; we choose): ``inverse-rate`` (default)
 multiplies every kept halo row by ``1/rate`` on receipt (and its gradient by
 ``1/rate`` before it is returned, the adjoint) and keeps the global degrees, so the
 aggregation is an unbiased estimate of the full one; ``none`` keeps kept rows as they

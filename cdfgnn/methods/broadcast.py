@@ -1,7 +1,8 @@
 """Whole-partition broadcast peers of CDFGNN (re-implementations, not the original systems).
 
 Both run on an **edge-cut** partitioning (rows of A and H split by owner, as in
-CAGNET's 1D algorithm and Sancus's decentralised broadcast; digest Q20):
+CAGNET's 1D algorithm and Sancus's decentralised broadcast; CDFGNN, arXiv 2408.00232,
+compares against them without giving their settings):
 
 ``cagnet`` (re-implementation of CAGNET 1D)
     forward: every rank broadcasts its whole owned block ``t = H W`` (``n_r x d``)

@@ -1,4 +1,4 @@
-"""``capgnn``: CaPGNN (digest 003) = JACA caches + RAPA halo pruning + overlap.
+"""``capgnn``: CaPGNN (Neurocomputing) = JACA caches + RAPA halo pruning + overlap.
 
 ``jaca`` (:mod:`cdfgnn.methods.jaca`) and ``rapa`` (:mod:`cdfgnn.methods.rapa`) in one
 method, with every parameter of both. ``overlap`` (the ablation's "+Pipe."): the halo

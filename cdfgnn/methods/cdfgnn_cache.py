@@ -1,4 +1,4 @@
-"""CDFGNN's communication techniques on the vertex-cut gather/scatter (digest sec. 2.4-2.6).
+"""CDFGNN's communication techniques on the vertex-cut gather/scatter (arXiv 2408.00232, Secs. 4-5).
 
 Registered methods (each needs a vertex-cut partitioning):
 
@@ -16,14 +16,16 @@ Registered methods (each needs a vertex-cut partitioning):
 The cache, per layer and direction (forward Z, backward delta), on every rank:
 
 * ``pushed[u]`` (the paper's z^_{i,u}): the contribution this replica last pushed;
-  ``agg[u]`` (z^_{.,u}): the cached aggregate. Both start at zero (digest sec. 2.4).
+  ``agg[u]`` (z^_{.,u}): the cached aggregate. Both start at zero (Sec. 4.1, Alg. 2).
 * mirrors whose relative L-inf change ``||z - pushed||_inf > eps ||z||_inf`` send
   the difference to the master (``pushed <- pushed + deq(q(diff))``: error feedback,
-  digest Q6; ``error_feedback=false`` gives the literal ``pushed <- z``);
+  the paper does not say how quantisation meets the cache; we choose error feedback;
+  ``error_feedback=false`` gives Alg. 2's literal ``pushed <- z``);
 * masters add the differences received and their own changed contribution, mark
   those vertices active, and scatter the cached aggregate of active vertices only;
 * the synchronised rows of replicated vertices are the cached aggregates; interior
-  vertices (no mirrors) use their exact value (digest Q5; ``cache_interior=true``
+  vertices (no mirrors) use their exact value (Alg. 2 literally caches them too; we
+  choose not to, as it saves no traffic; ``cache_interior=true``
   runs them through the threshold too).
 
 Wire format of a gather or scatter message to a peer: the codec's encoding of the
@@ -36,9 +38,11 @@ work are timed with ``comm.overhead("cache")`` and count as communication (paper
 8); building the synchronised output tensor from ``z`` and the cached aggregates is
 compute, as the baseline's own output tensor is.
 
-Threshold adaptation after every epoch with a training accuracy (eq. 6-7, digest
-Q1-Q3): one global epsilon for every layer and direction; ``meanacc`` starts at the
-first epoch's accuracy; ``rule=digest`` (default) relaxes epsilon (``min(l1 e, e +
+Threshold adaptation after every epoch with a training accuracy (eq. 6-7; the paper
+does not give the initial epsilon, meanacc or scope; we choose):
+one global epsilon for every layer and direction; ``meanacc`` starts at the
+first epoch's accuracy; ``rule=digest`` (default; the rule Sec. 4.1's text argues
+for) relaxes epsilon (``min(l1 e, e +
 xi)``, only if ``e < nu1``) when ``acc > meanacc + mu2`` and tightens it
 (``max(l2 e, e - xi)``, only if ``e > nu2``) when ``acc < meanacc - mu1``;
 ``rule=literal`` swaps the two accuracy conditions, as eq. (6) is printed. Epsilon is
@@ -48,7 +52,7 @@ adapts identically.
 
 Epoch columns (``on_epoch_end``): ``epsilon`` (the value used in the epoch),
 ``send_ratio`` (all cached syncs), ``send_ratio/<dir>/<layer>`` (gather + scatter
-rows sent over the rows an exact sync sends, digest Q18) and
+rows sent over the rows an exact sync sends; Fig. 7 gives no formula, we choose this) and
 ``send_ratio/<phase>/<dir>/<layer>``; with ``shadow=true`` (small graphs: an
 unaccounted exact sync runs beside the cache, so timings are not meaningful)
 ``shadow_err/<dir>/<layer>``: max over replicated rows of ``|cached - exact|``
@@ -152,10 +156,10 @@ class CdfgnnCache(CdfgnnBaseline):
     supported_dtypes = ("float32",)  # ... and float32 (cdfgnn_kernels)
     PARAMS = {
         "epsilon": Param(0.001, float, check=_nonneg, expect=">= 0",
-                         doc="initial relative L-inf threshold (digest Q2: nu2)"),
+                         doc="initial relative L-inf threshold (paper silent; we choose nu2)"),
         "adaptive": Param(True, bool, doc="adapt epsilon after every epoch (eqs. 6-7)"),
         "rule": Param("digest", str, choices=("digest", "literal"),
-                      doc="digest: relax on an accuracy rise; literal: eq. (6) as printed"),
+                      doc="digest: relax on a rise (Sec. 4.1); literal: eq. (6) as printed"),
         "mu1": Param(0.001, float, check=_nonneg, expect=">= 0"),
         "mu2": Param(0.02, float, check=_nonneg, expect=">= 0"),
         "nu1": Param(0.3, float, check=_nonneg, expect=">= 0", doc="upper bound of epsilon"),
@@ -166,9 +170,9 @@ class CdfgnnCache(CdfgnnBaseline):
         "ema": Param(0.8, float, check=lambda x: 0 <= x < 1, expect="in [0, 1)",
                      doc="weight of the old meanacc in eq. (7)"),
         "cache_interior": Param(False, bool, doc="run vertices without mirrors through the "
-                                                 "cache too (literal Alg. 2, digest Q5)"),
+                                                 "cache too (literal Alg. 2)"),
         "error_feedback": Param(True, bool, doc="sender adds deq(q(diff)) to its pushed "
-                                                "copy (digest Q6); false: pushed <- z"),
+                                                "copy (our choice); false: pushed <- z"),
         "shadow": Param(False, bool, doc="exact shadow sync: true relative error per layer"),
     }
 

@@ -1,10 +1,11 @@
-"""``cofree``: CoFree-GNN, communication-free training on a vertex cut (digest 001).
+"""``cofree``: CoFree-GNN, communication-free training on a vertex cut (arXiv 2308.03209).
 
 Every part is trained as an independent graph: each replica of a vertex carries its
 features and label, aggregates over its **local** neighbours only (local degrees in
 the normalisation, its own self term and bias), and no feature or gradient row
 crosses parts. Only the weight gradients are all-reduced (the engine's one
-all-reduce), so a rank may hold several parts (gradients accumulate; digest Q14/Q17).
+all-reduce), so a rank may hold several parts (gradients accumulate,
+as the paper simulates 256 parts for Tables 3-4).
 
 Parameters:
 
@@ -12,18 +13,20 @@ Parameters:
   ``dar`` (default, Degree-Aware Reweighting, ``D(v[i]) / D(v)``, computed once from
   the unmasked degrees), ``none`` (1 on every replica) or ``inv-rf`` (``1 / RF(v)``).
   A replica is a part holding at least one edge of ``v``; an isolated vertex lives
-  only at its master, with weight 1 (digest Q5: 0/0 := 1). The loss is then the
-  weighted sum over the global number of training vertices (digest Q1), so on one
+  only at its master, with weight 1 (the paper does not say; 0/0 := 1). The loss is then the
+  weighted sum over the global number of training vertices (eq. 3
+  is a plain sum; we choose the scale), so on one
   part every scheme equals full-graph training.
 * ``dropedge_k``: DropEdge-K, ``K`` precomputed edge masks per part, one drawn
   uniformly per iteration (training only); 0 (default) switches it off.
   ``drop_ratio`` is the fraction of undirected local edges each mask drops (both arcs
   together); aggregation is the mean over the surviving edges (no 1/(1-p) rescale),
-  one mask is shared by all layers (digest Q10).
+  one mask is shared by all layers (the paper does not say; we choose).
 * ``dropedge_resample``: draw a fresh mask every iteration instead of cycling
   through K precomputed ones ("naive DropEdge", the speed baseline of DropEdge-K).
 
-* ``eval``: ``full-graph`` (default, digest Q7): one-process full-graph inference
+* ``eval``: ``full-graph`` (default; the paper does not say how it
+  evaluates; we choose): one-process full-graph inference
   with the trained weights (``full_graph_eval``); ``per-part``: every part infers on
   its own local graph (the training view without DropEdge) and the logits of a
   vertex's replicas are averaged at its master with the reweighting's weights
@@ -212,7 +215,8 @@ class CoFree(SyncStrategy):
 
 @METHODS.register("cofree-edgecut")
 class CoFreeEdgeCut(SyncStrategy):
-    """The "Edge Cut" row of CoFree Table 4 (digest Q13): a node partition (METIS), each
+    """The "Edge Cut" row of CoFree Table 4 (the paper does not say if halos
+    or weights were kept; we keep neither): a node partition (METIS), each
     part trained alone on its induced subgraph (cross edges dropped, no halo rows, local
     degrees), every vertex once (its owner), weight 1; Cluster-GCN-style partition
     training with the weight gradients all-reduced."""

@@ -1,4 +1,4 @@
-"""``jaca``: CaPGNN's Joint Adaptive Caching Algorithm (digest 003 sec. 2.2), edge-cut.
+"""``jaca``: CaPGNN's Joint Adaptive Caching Algorithm (Neurocomputing, Sec. 4.1, Alg. 1), edge-cut.
 
 Two tiers of halo-row caches, keyed by global vertex id, one pool per cached layer:
 
@@ -38,7 +38,7 @@ degree, then id; ``priority_order=low`` reverses it for Fig. 14), ``fifo``, ``lr
 Capacities (vertices) follow Algorithm 1: ``C = min(floor((budget - reserved) /
 bytes_per_vertex), |H|)`` with ``bytes_per_vertex = 4 x sum of the cached widths``,
 ``|H|`` the worker's halo count (local) or the union over the host's workers
-(shared; digest Q6), times ``capacity_fraction``; ``local_capacity`` /
+(shared; Alg. 1 leaves |H_CPU| open, we choose), times ``capacity_fraction``; ``local_capacity`` /
 ``shared_capacity`` >= 0 set a count directly (sweeps).
 
 Cache lookups and inserts are timed as communication overhead (``cache-check``,
@@ -202,7 +202,7 @@ class HostTier:
 
 
 def halo_overlap(graph, part) -> dict:
-    """R(v) = parts holding v as a 1-hop halo: histogram and summary (digest Fig. 6)."""
+    """R(v) = parts holding v as a 1-hop halo: histogram and summary (CaPGNN Fig. 6)."""
     owner = np.asarray(part.assignment, dtype=np.int64)
     row, col = graph.row_of_arcs().astype(np.int64), graph.indices.astype(np.int64)
     cross = owner[row] != owner[col]

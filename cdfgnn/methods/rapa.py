@@ -1,10 +1,10 @@
-"""``rapa``: CaPGNN's Resource-Aware Partitioning Algorithm (digest 003 sec. 2.3), edge-cut.
+"""``rapa``: CaPGNN's Resource-Aware Partitioning Algorithm (Neurocomputing, Algs. 2-3), edge-cut.
 
 After the pre-partitioning (METIS by default), RAPA removes **halo vertices** (never
 inner ones) from the subgraphs whose modelled cost is above the mean, until the
 costs of the workers' devices are balanced. It is a ``prepare`` hook: the arcs from a
 part's inner vertices to its removed halos are dropped from that part's local graph
-(normalisation keeps the global degrees, digest Q15), so RAPA is **lossy**: the run
+(global degrees; the paper does not say, we choose), so RAPA is **lossy**: the run
 record's ``partition.dropped_arcs`` counts the dropped cross arcs and
 ``partition.prepare.rapa`` the trace of every iteration (Fig. 20).
 
@@ -27,7 +27,7 @@ under ``eps`` x mean, when no part changes, or after ``max_iter`` iterations.
 Without ``--devices`` every device is the same and RAPA balances the structural cost.
 ``prune=false`` drops nothing (equals ``exact``).
 
-``cross_host=drop`` (CaPGNN Table 9, the public code's multi-machine mode, digest Q24):
+``cross_host=drop`` (CaPGNN Table 9, the public code's multi-machine mode, Sec. 5.11):
 every arc between parts on different hosts is dropped before RAPA runs (part i is on
 host ``i // devices_per_host``), so no halo row crosses hosts and the hosts share only
 gradients; RAPA then balances the rest. Lossy, like the pruning; the record counts
@@ -48,7 +48,10 @@ def _pos(v) -> bool:
 
 
 def device_ratios(profiles, p: int, alpha: float) -> dict[str, np.ndarray]:
-    """Every device's time over the largest among the devices in use (digest Q8)."""
+    """Every device's time over the largest among the devices in use.
+
+    CaPGNN does not say whether F and t are times or throughputs; we choose times.
+    """
     if profiles is None:
         one = np.ones(p)
         return {k: one for k in ("mm", "spmm", "h2d", "d2h", "idt")} | {"mem": np.zeros(p)}

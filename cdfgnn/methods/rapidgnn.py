@@ -1,5 +1,5 @@
 """``rapidgnn``: deterministic schedule, hot-feature cache, double buffering, prefetch
-(RapidGNN, Niam, Kosar & Nine, 2025; digest ``002_rapidgnn.md``).
+(RapidGNN, Niam, Kosar & Nine, 2025; arXiv 2509.05207, Sec. 4, Alg. 1).
 
 Mini-batch track, METIS partitions by default. On every worker:
 
@@ -7,14 +7,16 @@ Mini-batch track, METIS partitions by default. On every worker:
    ``H(s0, w, e, i)`` and equal to what the online baselines sample, are sampled in
    vectorised passes over all batches of several epochs
    (``cdfgnn/sampling/epoch_schedule.py``), written to disk as one compact file per epoch
-   (blocks, input ids, locality bitmask; digest Q22) and read back one epoch at a time
+   (blocks, input ids, locality bitmask; the paper gives no format) and
+   read back one epoch at a time
    (never held whole in memory). Training steps read these samples; they do not
    sample. Precompute time (wall and CPU, with a sample/write/count breakdown) is
    recorded apart from the training it serves.
 2. **Access counts**: ``freq_e(v)`` = number of the worker's batches of epoch e whose
-   input set holds remote vertex v (digest Q2).
+   input set holds remote vertex v (the paper does not define freq(v); we choose).
 3. **Cache**: the ``n_hot`` most used remote rows (ties by vertex id), filled by one
-   bulk pull. ``cache_scope=epoch`` (default, digest Q3): epoch e's cache is the top
+   bulk pull. ``cache_scope=epoch`` (default, Sec. 4's double buffer;
+   Eq. 2 / Alg. 1 read as one cache): epoch e's cache is the top
    ``n_hot`` of epoch e's counts; the next epoch's cache is built into the second
    buffer (rows already cached are copied, the rest pulled in one bulk request) and
    swapped at the epoch boundary. ``cache_scope=global``: one cache from the counts of
@@ -66,7 +68,7 @@ class RapidGNN(SampledMethod):
         "cache_fraction": Param(0.2, float, check=lambda v: 0.0 <= v <= 1.0,
                                 expect="in [0, 1]",
                                 doc="n_hot as a fraction of the worker's largest per-epoch "
-                                    "set of distinct remote inputs (digest Q4)"),
+                                    "set of distinct remote inputs (paper: not given)"),
         "n_hot": Param(-1, int, check=lambda v: v >= -1, expect=">= -1",
                        doc="cache rows per worker (-1: from cache_fraction); larger than "
                            "the remote set is clamped with a warning"),

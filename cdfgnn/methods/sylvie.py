@@ -1,21 +1,21 @@
 """Sylvie (Zhang et al.): low-bit boundary communication, synchronous or pipelined.
 
 ``sylvie-s``
-    Sylvie-S (digest sec. 2.6-2.7): every halo activation (forward) and every halo
+    Sylvie-S (arXiv 2303.01277, Algs. 1-2): every halo activation (forward) and every halo
     gradient (backward) is sent with the stochastic ``bits``-bit codec
     (``cdfgnn.comm.codecs``: per-row float16 min and scale, stochastic rounding,
     bit-packed values; ``bits=16`` is a float16 cast, ``bits=32`` plain float32,
     which makes ``sylvie-s`` equal to ``exact``).
 ``sylvie-a``
-    Sylvie-A (sec. 2.9): the same messages, overlapped with computation: every
+    Sylvie-A (the paper's pipelined variant): the same messages, overlapped with computation: every
     training sync point consumes the rows received at the previous epoch (the
-    engine's shared stale exchange; the first epoch consumes zeros, digest Q11,
+    engine's shared stale exchange; the first epoch consumes zeros, as the public code does,
     unless ``warm_start``). ``staleness_bound=k`` is the Bounded Staleness Adaptor
-    (sec. 2.10): epoch ``e`` (0-based) runs fully synchronously when
-    ``(e + 1) mod k == 0`` (digest Q12); ``k=1`` makes every epoch synchronous,
+    (the paper does not fix the schedule): epoch ``e`` (0-based) runs fully synchronously when
+    ``(e + 1) mod k == 0`` (as in the public code); ``k=1`` makes every epoch synchronous,
     i.e. ``sylvie-s``. The default (0) never synchronises.
 
-``quantize_all`` is Table 4's "Quant All" variant (digest Q22): besides the
+``quantize_all`` is Table 4's "Quant All" variant (its tensors are our choice): besides the
 messages, every local row entering neighbour aggregation is quantised and
 dequantised with the same codec in the forward pass, and its gradient in the
 backward pass (so every row the aggregation or GAT's attention reads, local or halo,

@@ -1,4 +1,4 @@
-"""A stack of GNN layers: ReLU between layers, none on the output (CDFGNN Q13).
+"""A stack of GNN layers: ReLU between layers, none on the output (CDFGNN Alg. 1 is silent).
 
 With ``precompute_first_layer`` the first layer reads :class:`Precomputed` inputs
 (its neighbour aggregation of the input features, done once by :meth:`GNN.precompute`)

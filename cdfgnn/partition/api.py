@@ -13,7 +13,8 @@ from cdfgnn.partition.base import PARTITIONERS, EdgeList, Partitioning, Topology
 def select_masters(edges: EdgeList, edge_parts: np.ndarray, num_parts: int) -> np.ndarray:
     """Master part of every vertex for a vertex cut.
 
-    Rule (CDFGNN digest Q8): the replica whose part holds most of the vertex's
+    Rule (CDFGNN, arXiv 2408.00232, is silent; we choose):
+    the replica whose part holds most of the vertex's
     edges, ties to the lowest part id. Isolated vertices (no edge, so no replica)
     are dealt round-robin to parts in increasing order of their replica count, so
     every vertex, and every training label, has exactly one owner.

@@ -6,7 +6,7 @@ nodes; vertex-cut: masters), sorted by global id, then the **remote** rows
 global id within a group. ``send_idx[q]`` and ``recv_idx[q]`` are therefore
 aligned element-wise with the peer's lists, since both sides sort by global id.
 
-Edge-cut (halo exchange, DESIGN.md sec. 3):
+Edge-cut (halo exchange, docs/architecture.md):
   * ``adj_rows`` = owned rows; columns index owned + halo rows;
   * forward: rank sends ``rows[send_idx[q]]`` to q, receives halo ``recv_idx[q]``;
   * backward: gradients of halo rows go back and are summed into ``send_idx``.

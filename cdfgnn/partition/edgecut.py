@@ -1,7 +1,7 @@
 """Edge-cut (vertex -> part) partitioners: METIS and a balanced random baseline.
 
-CoFree digest 001 §2.4 and Q13 (METIS node partition as the edge-cut contrast case),
-CDFGNN digest 000 §2.7 (METIS appears only in related work there) and DESIGN.md §3
+CoFree-GNN (arXiv 2308.03209) Table 4, "Edge Cut" row (METIS node partition as the contrast case),
+CDFGNN (arXiv 2408.00232; METIS appears only in its related work) and docs/architecture.md
 (edge-cut partitionings feed the halo-exchange methods: BNS-GCN, PipeGCN, ...).
 
 ``metis``

@@ -1,6 +1,7 @@
 """Partition statistics: replication, balance and per-device sync traffic (CDFGNN Table 3).
 
-Definitions (DESIGN.md sec. 4; CDFGNN digest sec. 3, Q8-Q9; CoFree digest sec. 3, 7):
+Definitions (docs/architecture.md, Metrics; CDFGNN arXiv 2408.00232 Table 3;
+CoFree-GNN arXiv 2308.03209 eq. 1, Thm 4.2):
 
 Replica sets V_i
   * vertex-cut: V_i = endpoints of the undirected edges assigned to part i, plus every
@@ -24,7 +25,8 @@ Quality
   * Vertex imbalance = max_i |V_i| / (sum_i |V_i| / p).
 
 Sync traffic (Inner / Outer), rows per device per sync, credited to the sender
-  * vertex-cut (digest Q9): every mirror (replica of v on part s != master m) costs one
+  * vertex-cut (CDFGNN gives no formula; we choose):
+    every mirror (replica of v on part s != master m) costs one
     gather message s -> m (credited to s) and one scatter message m -> s (credited to m).
   * edge-cut (the analogue): every halo copy (v inner to owner o, halo on part h) costs
     one forward row o -> h (credited to o) and one backward gradient row h -> o
@@ -32,7 +34,7 @@ Sync traffic (Inner / Outer), rows per device per sync, credited to the sender
   A message is Inner when both devices are on the same host (host = device // dph),
   Outer otherwise. ``inner_max`` / ``outer_max`` are the maxima over devices (the
   Table 3 numbers). Summed over devices, Inner + Outer = 2 (RF - 1) |V| for both kinds;
-  the digest's sanity check compares max(Inner) + max(Outer) with 2 (RF - 1) |V| / p
+  our sanity check compares max(Inner) + max(Outer) with 2 (RF - 1) |V| / p
   (``inner_plus_outer_check`` is that ratio: 1 for perfectly even traffic).
 
 Everything is vectorised: replica pairs are found by sorting keys v * p + part (or a

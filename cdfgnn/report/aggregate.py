@@ -1,4 +1,4 @@
-"""Run records and statistics rows -> tidy tables (DESIGN.md sec. 3, "report").
+"""Run records and statistics rows -> tidy tables (docs/architecture.md).
 
 Tables (one CSV each, long format so pandas/R can group freely):
 

@@ -1,7 +1,7 @@
-"""CaPGNN (digest 003) reports: Tables 7-9, the claims table and Figures 4, 6, 14-22.
+"""CaPGNN (Neurocomputing) reports: Tables 7-9, the claims table and Figures 4, 6, 14-22.
 
 Every number comes from the run records (or partition statistics) handed in; times
-are the engine's **modelled** times (DESIGN.md sec. 4: measured CPU compute scaled by
+are the engine's **modelled** times (docs/architecture.md, Metrics: measured CPU compute scaled by
 each worker's device profile, plus the NetworkModel's communication time), shown in
 milliseconds per epoch (the paper gives seconds per 200 epochs). A run's method
 label is its config key (the ``{method}`` folder of its path), else method(params).

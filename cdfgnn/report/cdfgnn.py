@@ -369,7 +369,7 @@ def measure_outer_cut(ctx: ClaimContext) -> list[Measurement]:
                         shown={"value": None if cut is None else -cut})]
 
 
-#: CDFGNN's headline claims (arXiv 2502.xxxx digest sec. 6) and the issue's targets
+#: CDFGNN's headline claims (arXiv 2408.00232, abstract and Table 3 text) and the issue's targets
 CLAIMS = (
     ClaimSpec("adaptive cache cuts remote vertex accesses (rows sent, all epochs) on average",
               "-63.14%", measure_access_cut, (at_least(63.14, rel_tol=0.25),), unit="%",

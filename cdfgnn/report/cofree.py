@@ -1,4 +1,4 @@
-"""CoFree-GNN (digest 001) reports: Tables 1-4, Figs. 3-5, replication by degree, claims.
+"""CoFree-GNN (arXiv 2308.03209) reports: Tables 1-4, Figs. 3-5, replication by degree, claims.
 
 Run records are read into one frame (:func:`cofree_frame`): a row per run with its
 variant label (``CoFree``, ``CoFree+DropEdge-K``, reweighting, the one-process
@@ -330,7 +330,7 @@ def fig5(inputs, params, out, md_out) -> None:
 
 @report("cofree-replication-by-degree", kind="figure", reads=("partitions",))
 def replication_by_degree(inputs, params, out, md_out) -> None:
-    """Mean replication count by vertex degree per vertex-cut partitioner (digest Thm 4.2)."""
+    """Mean replication count by vertex degree per vertex-cut partitioner (CoFree-GNN Thm 4.2)."""
     from cdfgnn.data.graph import Graph
     from cdfgnn.methods.cofree import replication_counts
     from cdfgnn.partition.base import Partitioning

@@ -8,7 +8,7 @@
   (wall time per epoch, max over ranks, mean over timed epochs; on one machine all
   virtual ranks share its cores, so this grows with P) and the **modelled** one
   (max over ranks of compute CPU time + NetworkModel communication time,
-  DESIGN.md sec. 4). Mean +- unbiased std over seeds. The one-process oracle's
+  docs/architecture.md, Metrics). Mean +- unbiased std over seeds. The one-process oracle's
   measured epoch time is drawn as a horizontal reference when present.
 
 Inputs are the tidy tables of :mod:`cdfgnn.report.aggregate`; figures are written

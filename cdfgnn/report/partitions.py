@@ -5,13 +5,13 @@ partitioner x topology x seed). Outputs:
 
 * :func:`table3` — one row per (dataset, partitioner, hosts, gpus_per_host), numbers
   averaged over seeds: inner / outer (max over devices of rows sent per sync inside /
-  across hosts, digest Q9), rf, edge_if, vertex_if (DESIGN.md sec. 4).
-* :func:`derived_gamma_table` — the CDFGNN digest's derived table under Table 3
-  (sec. 5): for every (dataset, topology) holding both EBV γ=0.0 and EBV γ=0.1,
+  across hosts, as in partition/stats.py), rf, edge_if, vertex_if (docs/architecture.md, Metrics).
+* :func:`derived_gamma_table` — our derived table under CDFGNN Table 3
+  (arXiv 2408.00232): for every (dataset, topology) holding both EBV γ=0.0 and EBV γ=0.1,
   the relative change γ=0.1 vs γ=0.0 of Outer, Inner, RF, Inner+Outer and the
   bandwidth-weighted cost Inner/22.70 + Outer/8.27 (Table 2 peer-to-peer GB/s). The
   headline "γ=0.1 cuts Outer by X%" is the mean over pairs of
-  (Outer_γ0 - Outer_γ0.1) / Outer_γ0, exactly as the digest computes 31.08%.
+  (Outer_γ0 - Outer_γ0.1) / Outer_γ0, the paper's 31.08% for its Table 3.
 * :func:`write_table3` — CSV (atomic) plus a markdown page that puts the transcribed
   paper numbers (:data:`PAPER_TABLE3`) beside the measured ones and ends with the
   paper's claim and the measured figure.
@@ -43,7 +43,7 @@ INTER_GBPS = 8.27
 TABLE3_COLUMNS = ["dataset", "partitioner", "hosts", "gpus_per_host", "inner", "outer",
                   "rf", "edge_if", "vertex_if"]
 
-# Transcription of the published CDFGNN Table 3 (digest 000_cdfgnn.md sec. 5). These are
+# Transcription of the published CDFGNN Table 3 (arXiv 2408.00232). These are
 # the paper's numbers, not measurements of this suite. Columns as TABLE3_COLUMNS; the
 # paper does not report Vertex IF (None).
 PAPER_TABLE3: tuple[tuple[Any, ...], ...] = (
@@ -157,7 +157,7 @@ def derived_gamma_table(df: pd.DataFrame, min_gpus_per_host: int = 2) -> pd.Data
     inner_outer_change, cost_change (all in percent, (new - old) / old * 100; cost =
     Inner/22.70 + Outer/8.27). Topologies with fewer than ``min_gpus_per_host``
     GPUs per host are left out: there the host term of eq. (24) equals the GPU term,
-    so both γ give the same partition by construction (digest sec. 2.7), and the
+    so both γ give the same partition by construction (eq. 24), and the
     paper only reports 2+ GPUs per host. Pairs whose γ=0.0 Outer is 0 (one host) are
     left out since the relative change is undefined.
     """
@@ -288,8 +288,8 @@ def table3_markdown(df: pd.DataFrame, min_gpus_per_host: int = 2) -> str:
     out = ["# Table 3 analogue: statistics of graph partitioners (CDFGNN Table 3)", "",
            "Inner / Outer: largest per-device count of vertex rows sent per sync to GPUs on "
            "the same / another host (one gather + one scatter message per mirror, CDFGNN "
-           "digest Q9; edge-cut: forward halo rows + backward gradient rows). RF, Edge IF, "
-           "Vertex IF as in DESIGN.md sec. 4. Measured rows are means over seeds.", "",
+           "a gather + a scatter per mirror; edge-cut: forward halo rows + backward gradient rows). RF, Edge IF, "
+           "Vertex IF as in docs/architecture.md, Metrics. Measured rows are means over seeds.", "",
            "## Measured", ""]
     out += _md(measured, heads) if len(measured) else ["(no rows)"]
     out += ["", "## Paper (CDFGNN Table 3: published numbers, transcribed; Vertex IF not "
@@ -305,7 +305,7 @@ def table3_markdown(df: pd.DataFrame, min_gpus_per_host: int = 2) -> str:
                          "Outer/EBV0 paper", "Outer/EBV0 measured"], digits=3)
     else:
         out += ["(no partitioner appears in both tables)"]
-    out += ["", "## γ=0.1 against γ=0.0 (as in the digest's derived table)", "",
+    out += ["", "## γ=0.1 against γ=0.0 (the mean relative change behind the paper's 31.08%)", "",
             "Per (dataset, topology): (value at γ=0.1 - value at γ=0.0) / value at γ=0.0. "
             f"Topologies with fewer than {min_gpus_per_host} GPUs per host are left out "
             "(both γ give the same partition there).", "",

@@ -6,7 +6,8 @@ Inputs are run records of the mini-batch track (``rapidgnn``, ``distdgl-metis``,
 dataset, workers, batch size, fan-outs and seed agree (``exact`` runs: dataset,
 workers and seed). All speed-ups are baseline / RapidGNN.
 
-Definitions (digest sec. 3, Q11, Q12): *step speed-up* = ratio of the modelled step
+Definitions (arXiv 2509.05207, Table 2; the paper gives no
+formulas): *step speed-up* = ratio of the modelled step
 times (mean over timed epochs; the measured wall-time ratio is given beside it);
 *network speed-up* = ratio of the modelled seconds of every remote-feature pull of an
 epoch (cache fills and prefetches included, wherever they run); the full-batch GCN

@@ -2,12 +2,13 @@
 
 Every value is read from run records: the **modelled** epoch time of the slowest
 rank (compute CPU time + NetworkModel transfer time + codec CPU time, with
-``max(compute, communication)`` for overlapped epochs; DESIGN.md sec. 4), the test
+``max(compute, communication)`` for overlapped epochs; docs/architecture.md, Metrics), the test
 metric at the best validation epoch (accuracy, or micro-F1 for multi-label twins),
 and the bytes the communicator accounted. Throughput is normalised to ``exact``
 (the paper's "DGL" vanilla exchange) of the same dataset, model and topology:
-``T_exact / T_method``. Volumes are per epoch, summed over ranks, in MiB (digest
-Q19); metadata bytes are the per-row metadata of the run's codec (the fp16 min and
+``T_exact / T_method``. Volumes are per epoch, summed over ranks, in MiB (the paper
+does not say which; we choose);
+metadata bytes are the per-row metadata of the run's codec (the fp16 min and
 scale of Sylvie's stochastic codec: 4 bytes a row a message; as
 :mod:`cdfgnn.comm.codecs` lays them out), main bytes the rest.
 
@@ -265,7 +266,7 @@ def table4(inputs, params, out, md_out) -> None:
     write_table(pd.DataFrame(rows), out, md_out,
                 title="Sylvie Table 4: quantising communication only vs everything",
                 notes=["comm_only: 1-bit halo activations and gradients (Sylvie-S); quant_all: "
-                       "also every local row entering aggregation and its gradient (digest Q22). "
+                       "also every local row entering aggregation and its gradient (our reading of the paper). "
                        "Test metric at the best validation epoch, mean over seeds."])
 
 

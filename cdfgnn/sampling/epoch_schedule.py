@@ -1,7 +1,7 @@
 """A whole epoch of the mini-batch schedule at once: vectorised sampling and its file.
 
-RapidGNN precomputes every batch of every epoch before training (digest sec. 2.3,
-Q8, Q22). Sampling the batches one at a time
+RapidGNN precomputes every batch of every epoch before training (arXiv 2509.05207,
+Sec. 4, Fig. 2). Sampling the batches one at a time
 (:func:`cdfgnn.sampling.blocks.sample_block_arrays`) costs a dozen small numpy calls
 per batch and layer; here all ``B`` batches of an epoch go through each layer
 together, batch ``b``'s vertices keyed by ``b * N + vertex`` so one sort deduplicates

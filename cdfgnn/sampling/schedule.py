@@ -6,8 +6,9 @@ number of batches per epoch on every worker (:func:`num_batches`). Batch ``i`` o
 ``e`` on worker ``w`` is sampled with per-layer fan-outs
 (:func:`cdfgnn.sampling.blocks.sample_block_arrays`) from generators seeded by
 :func:`schedule_seed`: the epoch's permutation by ``H(s0, w, e, "perm")``, the batch's
-sampler by ``H(s0, w, e, i)``, ``H`` = SHA-256 truncated to 64 bits (RapidGNN digest
-Q6/Q7). Online baselines (:meth:`Schedule.sample`) and RapidGNN's precomputed schedule
+sampler by ``H(s0, w, e, i)``, ``H`` = SHA-256 truncated to 64 bits (RapidGNN,
+arXiv 2509.05207, says only "cryptographic hash"; we choose SHA-256).
+Online baselines (:meth:`Schedule.sample`) and RapidGNN's precomputed schedule
 (:meth:`Schedule.epochs_arrays`, :mod:`cdfgnn.sampling.epoch_schedule`) therefore see
 identical batches.
 """
@@ -41,7 +42,7 @@ def check_sampling(fanouts, batch_size, layers: int) -> list[int]:
 
 
 def schedule_seed(s0: int, *key) -> int:
-    """``H(s0, key...)``: SHA-256 of the canonical string, first 8 bytes (digest Q6)."""
+    """``H(s0, key...)``: SHA-256 of the canonical string, first 8 bytes (our choice of H)."""
     text = "|".join(str(k) for k in (s0, *key)).encode()
     return int.from_bytes(hashlib.sha256(text).digest()[:8], "little")
 

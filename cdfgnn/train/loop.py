@@ -4,7 +4,7 @@ One definition of the loss, the metrics and the timers, so that a difference
 between the oracle and a distributed run can only come from synchronisation:
 
 * loss = sum over this rank's label rows of ``weight x per-vertex loss`` over the
-  **global** number of training vertices (CDFGNN Q14). By default the weight is 1
+  **global** number of training vertices (CDFGNN eq. 5 sums; our scale). By default the weight is 1
   on owned rows and 0 on replicas, so the ranks' losses and weight gradients sum
   to the full-graph mean; a method's :class:`LocalView` may weight replicas
   instead (CoFree's DAR);

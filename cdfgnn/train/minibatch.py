@@ -26,7 +26,7 @@ the step's compute; ``reduce`` = the gradient all-reduce. Step =
 ranks (synchronous training). An epoch is the sum of its steps, or the rank's total
 link time (every pull, the cache fill included, + all-reduces) when that is larger.
 "Network time" (RapidGNN Table 2) is the modelled seconds of every pull of the epoch,
-wherever it ran (digest Q11a); ``exposed`` is the part on the critical path (Q11b).
+wherever it ran (the paper does not say; we choose); ``exposed`` is the part on the critical path.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """RunRecord: one JSON document per run, validated by workflow/schemas/run.schema.json.
 
-Timing conventions (DESIGN.md sec. 4): the first ``warmup`` epochs are excluded;
+Timing conventions (docs/architecture.md, Metrics): the first ``warmup`` epochs are excluded;
 per-rank phase times are means over timed epochs; the run's measured epoch time
 is the max over ranks of the rank's mean wall time; the modelled epoch time is
 max over ranks of (compute CPU time x device slowdown + modelled comm time), or

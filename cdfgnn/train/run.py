@@ -213,7 +213,7 @@ def _is_vertex_tag(tag: str) -> bool:
 def assemble_ranks(cfg, topology, network, results) -> dict[str, Any]:
     """Per-rank timers, traffic by link class and tag, modelled time: the record body.
 
-    Modelled epoch time (DESIGN.md sec. 4), per timed epoch e and rank r, with
+    Modelled epoch time (docs/architecture.md, Metrics), per timed epoch e and rank r, with
     ``compute = (cpu - overhead) x slowdown`` and ``vertex``/``reduce`` the modelled
     seconds of the vertex rows and of the gradient all-reduce (+ codec/cache CPU time,
     counted as communication):

@@ -3,7 +3,7 @@
 A rank normally trains one part of the partitioning. With a communication-free
 method it may hold several (``P / W`` consecutive parts on each of ``W`` ranks);
 their gradients accumulate before the all-reduce, which is mathematically the same
-as one part per rank (CoFree digest sec. 2.10).
+as one part per rank (CoFree-GNN, arXiv 2308.03209, simulates 256 parts by gradient accumulation).
 """
 from __future__ import annotations
 

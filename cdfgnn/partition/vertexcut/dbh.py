@@ -1,4 +1,4 @@
-"""Degree-Based Hashing (DBH; Xie et al., NeurIPS 2014), CoFree digest 001 §2.3 and Q12.
+"""Degree-Based Hashing (DBH; Xie et al., NeurIPS 2014), in CoFree-GNN Table 4 (arXiv 2308.03209).
 
 For an edge (u, v) with full degrees d(u), d(v) (computed first, one pass; a
 self-loop counts twice, as in :meth:`EdgeList.degrees`)::

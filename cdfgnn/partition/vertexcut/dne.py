@@ -1,6 +1,6 @@
 """Distributed Neighbour Expansion (DNE; Hanai et al., VLDB 2019), simulated on one core.
 
-CDFGNN digest 000 §5 (Table 3 compares HEP, DNE and EBV). DNE grows all p parts at
+CDFGNN (arXiv 2408.00232) Table 3 compares HEP, DNE and EBV. DNE grows all p parts at
 the same time, in synchronous rounds, each part from its own seed vertex. The
 capacity of a part is ``floor(alpha |E| / p) + 1`` edges (alpha = 1.1); a part that
 reaches it stops expanding. One round:

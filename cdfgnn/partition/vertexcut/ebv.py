@@ -1,4 +1,4 @@
-"""EBV with CDFGNN's hierarchical host term (CDFGNN digest 000 §2.7, eq. 24; Q10, Q11).
+"""EBV with CDFGNN's hierarchical host term (CDFGNN, arXiv 2408.00232, Sec. 6, eq. 24).
 
 Edges are visited in ascending order of deg(u) + deg(v) (full degrees, a self-loop
 counting twice; stable, so equal sums keep edge id order) and each edge (u, v) goes to

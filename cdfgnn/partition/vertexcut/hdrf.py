@@ -18,7 +18,7 @@ Choices (documented in docs/methods.md):
 * a self-loop (u, u) is scored like any edge: delta(u) grows by 2, theta = 1/2 and
   g(u, p) counts twice;
 * topology only supplies p = hosts * devices_per_host (HDRF has no host term).
-CoFree digest 001 §2.3 uses HDRF inside HEP; this is the stand-alone partitioner.
+CoFree-GNN (arXiv 2308.03209) uses HDRF only inside HEP; this is the stand-alone partitioner.
 """
 from __future__ import annotations
 

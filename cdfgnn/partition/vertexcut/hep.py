@@ -1,8 +1,9 @@
-"""HEP, the Hybrid Edge Partitioner (Mayer & Jacobsen, SIGMOD 2021): CoFree digest 001
-§2.3 and Q12.
+"""HEP, the Hybrid Edge Partitioner (Mayer & Jacobsen, SIGMOD 2021), as in CoFree-GNN
+Table 4 (arXiv 2308.03209).
 
 With full degrees d(v) (self-loops excluded) and mean degree dbar = 2|E| / |V|, a
-vertex is *high-degree* when ``d(v) > tau * dbar`` (tau = 10, the digest's default;
+vertex is *high-degree* when ``d(v) > tau * dbar`` (CoFree gives
+no tau; 10 is a value of the HEP paper;
 the reference code's default is 100). Then:
 
 1. **NE++ (in memory)** on the edges with at least one low-degree endpoint: the NE
@@ -22,7 +23,7 @@ the reference code's default is 100). Then:
    Parts holding ``floor(|E|/p) + 1`` edges or more are not eligible (reference code);
    ties go to the lowest part id; lam = 1.1 (reference default).
 
-Choices where the papers / digest are silent or the reference differs (docs/methods.md):
+Choices where the papers are silent or the reference differs (docs/methods.md):
 
 * degrees for HDRF are the full degrees (HEP knows them from the CSR build), not
   HDRF's streaming partial degrees; replica sets are the true ones (every part that

@@ -1,4 +1,4 @@
-"""Neighbour Expansion (NE; Zhang et al., KDD 2017): CoFree digest 001 §2.3 and Q11.
+"""Neighbour Expansion (NE; Zhang et al., KDD 2017): CoFree-GNN's default (arXiv 2308.03209).
 
 NE grows the parts one after the other. While growing part k it keeps a core set C
 and a boundary set S (C ⊆ S) and a min-priority queue over S \\ C keyed by each
@@ -32,7 +32,7 @@ Implementation (all loops in numba, one core):
   edges left. This replaces the reference code's "random start, probe on" scan with
   an O(|V|)-total cursor and is deterministic by ``seed``.
 
-Choices where the paper / digest are silent (also in docs/methods.md):
+Choices where the papers are silent (also in docs/methods.md):
 
 * ties in the queue: the most recently inserted vertex of the minimal key first;
 * balance: parts 0..p-2 can exceed the capacity by at most the remaining degree of

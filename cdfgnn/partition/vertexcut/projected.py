@@ -1,5 +1,5 @@
-"""METIS node partition projected to edges ("metis-edges"): CoFree digest 001 §2.3
-(Table 4, "Edge Cut" row), §7 (Theorem 4.1, constructive reading) and Q13.
+"""METIS node partition projected to edges ("metis-edges"): CoFree-GNN (arXiv 2308.03209)
+Table 4, "Edge Cut" row, and Theorem 4.1 (constructive reading).
 
 METIS splits the vertices into p parts (:func:`cdfgnn.partition.edgecut.metis_node_parts`
 on the symmetric, deduplicated, self-loop-free CSR of the edge list; ``objective``
@@ -13,7 +13,7 @@ on the symmetric, deduplicated, self-loop-free CSR of the edge list; ``objective
 Two readings share this one assignment:
 
 ``drop_cross=True`` (default): CoFree's edge-cut ablation. METIS node parts with the
-    cross edges *dropped*, no halos (Q13). A vertex-cut assignment must name a part for
+    cross edges *dropped*, no halos (CoFree Table 4). A vertex-cut assignment must name a part for
     every edge and part ids must lie in [0, p), so the cross edges keep the part above
     and the flag, recorded in the Partitioning's params, tells the training layer to
     drop them: :func:`cross_edge_mask` recomputes the METIS node parts from the

@@ -1,6 +1,6 @@
 """Random vertex cut: every undirected edge goes to a uniformly random part.
 
-This is the model of CoFree-GNN Theorem 4.2 (digest 001 §2.3, "Random"): each edge
+This is the model of CoFree-GNN Theorem 4.2 (arXiv 2308.03209; Table 4's "Random"): each edge
 independently and uniformly to one of the p parts. It is realised as a salted hash of
 the edge rather than a draw per position::
 
