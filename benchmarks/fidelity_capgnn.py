@@ -14,6 +14,9 @@ Three studies on the reddit twin (``synth-reddit``, small), 4 workers on one hos
   the public-code variant's tier layout (the local tier fills from shared hits only)
   with its priority policy (fill free slots, never evict), LFU and FIFO. 4 epochs, seed 0, as ``configs/quick/capgnn.yaml``'s
   ``capgnn_cache``.
+* ``overlap``: from the partition alone, the share of each worker's halo rows that the
+  tiers can serve when they hold fixed sets (our layout and the public code's, under the
+  priority key), against the bound (C_l + C_s) / |H_i|.
 * ``rapa``: RAPA against exact per seed in the smoke grid's setting (tiny twin, GCN
   2 x 16, 3 epochs, Table 4 group), the quick grid's (12 epochs, devices x4) and the
   quick one trained 30 epochs, with the arcs RAPA drops and the test accuracy at the
@@ -30,6 +33,8 @@ import json
 import os
 import statistics
 import sys
+
+import numpy as np
 
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training
@@ -131,6 +136,53 @@ def hitrate(args) -> None:
         print(f"| {label} | " + " | ".join(cells) + " |")
 
 
+def overlap(args) -> None:
+    """Static coverage of each tier layout, from the partition alone (no training).
+
+    Worker i requests each of its halo rows H_i once per layer and epoch. A tier holding
+    a fixed set S serves |S & H_i| of them, whatever the policy, so: a local tier of C_l
+    rows serves C_l / |H_i|; a shared tier over the host's union U serves
+    |S & H_i \\ L_i| / |H_i| on top (rows the local tier holds are hits there first), and
+    summed over workers |S & H_i| = sum of R(v) over S: the top-R set maximises it.
+    """
+    from cdfgnn.data.datasets import get_graph
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+
+    g = get_graph(COMMON["dataset"], scale=COMMON["scale"])
+    p = args.workers
+    part = partition_graph(g, "metis", Topology.for_workers(p, 1), seed=0)
+    owner = np.asarray(part.assignment, dtype=np.int64)
+    row, col = g.row_of_arcs().astype(np.int64), g.indices.astype(np.int64)
+    cross = owner[row] != owner[col]
+    halos = [np.unique(col[cross & (owner[row] == i)]) for i in range(p)]
+    r = np.zeros(g.num_nodes, dtype=np.int64)
+    for h in halos:
+        r[h] += 1
+    deg = g.degrees().astype(np.int64)
+    union = np.unique(np.concatenate(halos))
+
+    def top(ids: np.ndarray, c: int) -> np.ndarray:     # JACA's key: R, degree, then id
+        return ids[np.lexsort((ids, -deg[ids], -r[ids]))[:c]]
+
+    print(f"|H_i| = {[h.size for h in halos]}, |U| = {union.size}, R histogram "
+          f"(vertices held as a halo by 1..{p - 1} parts) = {np.bincount(r[union])[1:].tolist()}\n")
+    print("| capacity | ours, priority: local / shared / both | public layout, priority: "
+          "shared (= both) | any layout: (C_l + C_s) / abs(H_i), at most 1 |")
+    print("|---|---|---|---|")
+    for cap in CAPACITIES:
+        shared = top(union, int(cap * union.size))
+        loc = sh = pub = bound = 0.0
+        for h in halos:
+            local = top(h, int(cap * h.size))
+            loc += local.size / h.size / p
+            sh += np.setdiff1d(np.intersect1d(shared, h), local).size / h.size / p
+            pub += np.intersect1d(shared, h).size / h.size / p
+            bound += min(1.0, (local.size + min(shared.size, h.size)) / h.size) / p
+        print(f"| {int(100 * cap)} % | {loc:.2f} / {sh:.2f} / {loc + sh:.2f} | {pub:.2f} | "
+              f"{bound:.2f} |")
+
+
 #: RAPA settings: the smoke grid's (tiny twin, GCN 2 x 16, no dropout, 3 epochs, Table 4
 #: group x4) and the quick grid's (small twin, 3 x 64, dropout 0.5, 12 epochs, x4), and the
 #: quick one trained 30 epochs
@@ -176,12 +228,13 @@ def rapa(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("study", choices=("accuracy", "hitrate", "rapa"))
+    ap.add_argument("study", choices=("accuracy", "hitrate", "overlap", "rapa"))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--epochs", type=int, default=0, help="0: the study's default")
     ap.add_argument("--out", default="results/fidelity")
+    ap.add_argument("--workers", type=int, default=4, help="overlap study: parts P")
     args = ap.parse_args()
-    {"accuracy": accuracy, "hitrate": hitrate, "rapa": rapa}[args.study](args)
+    {"accuracy": accuracy, "hitrate": hitrate, "overlap": overlap, "rapa": rapa}[args.study](args)
 
 
 if __name__ == "__main__":
