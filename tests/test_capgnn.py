@@ -317,3 +317,19 @@ def test_jaca_public_code_variant_rejects_contradicting_params():
                    {"variant": "public-code", "backward": "fresh"}):
         with pytest.raises(CdfgnnError, match="public-code"):
             build_strategy("jaca", params)
+
+
+def test_jaca_eval_through_caches_changes_evaluation_not_training(graph_file):
+    """eval=cached (the public code's evaluation reads its caches; here read-only): training
+    is the same, the evaluated accuracy comes from the stale halo rows."""
+    params = {"variant": "public-code", "staleness": 0}
+    got, rec = _run(graph_file, "jaca", params)
+    got_c, rec_c = _run(graph_file, "jaca", {**params, "eval": "cached"})
+    np.testing.assert_array_equal(got, got_c)
+    assert ([e["hit_rate"] for e in rec["epochs"]] == [e["hit_rate"] for e in rec_c["epochs"]])
+    assert [e["val"] for e in rec["epochs"]] != [e["val"] for e in rec_c["epochs"]]
+    # refreshed every epoch, training equals exact; eval=cached still reads the rows of this
+    # epoch's forward pass (before the update), so only eval=exact matches exact's accuracy
+    ref, exact = _run(graph_file)
+    _, fresh = _run(graph_file, "jaca", {"variant": "public-code", "staleness": 1})
+    assert [e["val"] for e in fresh["epochs"]] == pytest.approx([e["val"] for e in exact["epochs"]])

@@ -274,10 +274,15 @@ class Jaca(SyncStrategy):
                              "multiplied by the current W on the receiver, the gradients of "
                              "every halo row go back, and the priority policy only fills free "
                              "slots (never evicts), as songxf1024/CaPGNN does"),
+        "eval": Param("exact", str, choices=("exact", "cached"),
+                      doc="evaluation's halo rows: exact sync, or through the caches as in "
+                          "training (the public code's: its cache lookups do not test "
+                          "is_train)"),
     }
 
     def check_params(self) -> None:
         p = self.params
+        self.evaluates_with_method = p["eval"] == "cached"
         if p["variant"] == "public-code" and p["cache"] == "messages":
             raise CdfgnnError("method 'jaca': variant=public-code caches input rows at every "
                               "layer; it cannot be combined with cache=messages")
@@ -464,7 +469,9 @@ class Jaca(SyncStrategy):
         ``A (X W)``). With dropout the mask changes every epoch and ``x_halo W`` is
         computed (the fused counter-based mask, as the owner would apply it).
         """
-        if layer not in self.input_layers or not prop.view.training or not prop.view.sync:
+        training = prop.view.training
+        if layer not in self.input_layers or not (training or self.evaluates_with_method) \
+                or not prop.view.sync:
             return super().aggregate(prop, t, norm, layer)
         src = prop.message_source
         if src is None or src[0].shape[0] != t.shape[0] or src[1].shape[1] != t.shape[1]:
@@ -474,20 +481,20 @@ class Jaca(SyncStrategy):
         weight = src[1]
         if layer > 0:
             return self._aggregate_cached_inputs(prop, t, norm, layer, src[0], weight)
-        key = SyncKey(0, "fwd", "halo", True, int(self.dims[0]))
+        key = SyncKey(0, "fwd", "halo", training, int(self.dims[0]))
         x_halo = self.cached_rows(key, lambda q, rows: self.input_rows[q][rows], volatile=False)
         a_loc, a_halo, brows = self._split(prop, norm)
         z = a_loc @ t
         if not brows.numel():
             return z
-        if self.dropout == 0 and self._all_local.get(0, False):
+        if (self.dropout == 0 or not training) and self._all_local.get(0, False):
             stamp = (prop.view.key, norm, self.local[0].version)
             if self._halo_agg is None or self._halo_agg[0] != stamp:
                 with torch.no_grad():
                     self._halo_agg = (stamp, a_halo.a @ x_halo)
             part = self._halo_agg[1] @ weight
         else:
-            if self.dropout > 0:
+            if self.dropout > 0 and training:
                 x_halo = apply_mask(x_halo, self.halo_ids_t, self.dropout,
                                     dropout_key(self.ctx.seed, self.epoch, 0))
             part = a_halo @ (x_halo @ weight)
@@ -544,8 +551,8 @@ class Jaca(SyncStrategy):
         return got
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
-        if not key.training or key.layer not in self.layers or (key.layer == 0
-                                                                  and self.cache_inputs):
+        if not (key.training or self.evaluates_with_method) or key.layer not in self.layers \
+                or (key.layer == 0 and self.cache_inputs):
             return super().halo_rows(prop, t, key)
         rows = self.cached_rows(key, lambda q, idx: t[self.send_lists[q][idx]], volatile=True)
         # each owner's halo rows are one contiguous block: views, not copies
@@ -586,24 +593,28 @@ class Jaca(SyncStrategy):
         out = None
         with self.comm.overhead("cache-check"):
             hit_l = local.fresh(pos, epoch, s, volatile)
-            local.touch(pos, hit_l)
+            write = key.training     # evaluation (eval=cached) reads the tiers, never writes
+            if write:
+                local.touch(pos, hit_l)
             need = np.flatnonzero(~hit_l)
             hit_s = np.zeros(n, dtype=bool)
             if self.shared is not None and need.size:
                 spool = self.shared.pools[layer]
                 spos = self.shared_pos[need]
                 sh = spool.fresh(spos, epoch, s, volatile)
-                if spool.tracks_use:
+                if spool.tracks_use and write:
                     self.shared.stage(self.comm.rank, layer, "touch", spos, sh)
                 if sh.any():
                     got = need[sh]
                     rows_s = spool.get(spos[sh])
                     hit_s[got] = True
-                    local.put(got, rows_s, spool.stamp[spos[sh]].copy())
+                    if write:
+                        local.put(got, rows_s, spool.stamp[spos[sh]].copy())
             miss = ~(hit_l | hit_s)
             # one bit per row of each owner's list: which rows to send
             req = [np.packbits(miss[r]) if r.size else None for r in self.recv]
-        self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
+        if key.training:           # hit rates are training's (eval=cached reads the tiers too)
+            self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
         self._all_local[layer] = bool(n) and bool(hit_l.all())
         asks = send_rows(self.comm, [None if b is None else torch.from_numpy(b) for b in req],
                          f"{REQ_TAG}/{layer}")
@@ -636,7 +647,7 @@ class Jaca(SyncStrategy):
                 if m.size and fresh[q] is not None:
                     out[torch.from_numpy(m)] = fresh[q]
             got = np.flatnonzero(miss)
-            if got.size:
+            if got.size and write:
                 rows = out[torch.from_numpy(got)]
                 stamps = np.full(got.size, epoch, dtype=np.int64)
                 if self.params["variant"] != "public-code":
