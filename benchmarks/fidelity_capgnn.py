@@ -7,7 +7,9 @@ Three studies on the reddit twin (``synth-reddit``, small), 4 workers on one hos
 * ``accuracy``: final test accuracy (mean over seeds) and halo bytes per epoch of exact,
   ``jaca`` (our reading: layers >= 1 cache ``h W``, refreshed every 10 epochs), ``jaca``
   never refreshed, and ``variant=public-code`` (input rows ``h`` at every layer, times the
-  current ``W``; never refreshed, as ``STALENESS_THRESHOLD = -1``), 30 epochs, seeds 0-2.
+  current ``W``; never refreshed, as ``STALENESS_THRESHOLD = -1``), also refreshed every
+  10 epochs, and evaluated through the caches (``eval=cached``, the preset
+  ``jaca-public``), 30 epochs, seeds 0-2.
 * ``hitrate``: per tier (local, shared) hit rate of each policy at 10/30/60 % of
   Algorithm 1's capacity, mean of epochs >= 1 over the three layers (every layer
   requests every halo row once an epoch, so the layer mean is the pooled rate), and
