@@ -321,7 +321,7 @@ def test_window_scope_rows_equal_fills_and_misses_computed_offline(gfile, pair, 
     from cdfgnn.methods.rapidgnn import top_hot
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology
-    from cdfgnn.train.minibatch import num_batches
+    from cdfgnn.sampling.schedule import num_batches
 
     params = {"cache_scope": "window", "window": 5, "prefetch": prefetch,
               "cache_fraction": 0.3}
