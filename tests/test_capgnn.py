@@ -272,3 +272,64 @@ def test_halo_by_hops_on_a_path():
     assert two == [2, 2]                                  # {3, 4} and {1, 2}
     with pytest.raises(CdfgnnError, match="hops=0"):
         halo_by_hops(g, part, 0)
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_jaca_public_code_variant_refreshed_every_epoch_equals_exact(graph_file, model):
+    """variant=public-code caches every layer's input rows h (times the current W on the
+    receiver) and sends every halo row's gradient back: refreshed each epoch it is exact."""
+    ref, exact = _run(graph_file, model=model)
+    got, rec = _run(graph_file, "jaca", {"variant": "public-code", "staleness": 1}, model=model)
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    # layer 2 exchanges its input rows (width hidden = 16), not h W (width = classes)
+    classes = int(rec["graph"]["num_classes"])
+    sent = rec["comm"]["by_tag"]["halo/fwd/2"]["bytes"]
+    assert sent / exact["comm"]["by_tag"]["halo/fwd/2"]["bytes"] == pytest.approx(16 / classes)
+
+
+def test_jaca_public_code_variant_freezes_inputs_not_messages(graph_file):
+    """Never refreshed: the public code keeps h (stale) and multiplies it by the current W,
+    our paper reading keeps h W; the two must differ, and both differ from exact."""
+    ref, _ = _run(graph_file)
+    paper, _ = _run(graph_file, "jaca", {"staleness": 0})
+    public, rec = _run(graph_file, "jaca", {"variant": "public-code", "staleness": 0})
+    assert np.abs(public - ref).max() > 1e-6
+    assert np.abs(public - paper).max() > 1e-6
+    assert rec["epochs"][-1]["hit_l1"] == 1.0 and rec["epochs"][-1]["hit_l2"] == 1.0
+
+
+def test_jaca_public_code_priority_fills_and_never_evicts():
+    rng = np.random.default_rng(0)
+    prio = np.arange(10, dtype=np.float64)          # position 9 is the most important
+    pool = Pool(10, 3, "priority", prio, rng)
+    pool.evict = False
+    pool.put(np.array([0, 1]), torch.ones(2, 2), np.zeros(2, dtype=np.int64))
+    pool.put(np.array([5, 9, 7]), torch.ones(3, 2), np.zeros(3, dtype=np.int64))
+    assert sorted(np.flatnonzero(pool.resident)) == [0, 1, 9]     # the free slot: best first
+    evicting = Pool(10, 3, "priority", prio, rng)
+    evicting.put(np.array([0, 1]), torch.ones(2, 2), np.zeros(2, dtype=np.int64))
+    evicting.put(np.array([5, 9, 7]), torch.ones(3, 2), np.zeros(3, dtype=np.int64))
+    assert sorted(np.flatnonzero(evicting.resident)) == [5, 7, 9]
+
+
+def test_jaca_public_code_variant_rejects_contradicting_params():
+    for params in ({"variant": "public-code", "cache": "messages"},
+                   {"variant": "public-code", "backward": "fresh"}):
+        with pytest.raises(CdfgnnError, match="public-code"):
+            build_strategy("jaca", params)
+
+
+def test_jaca_eval_through_caches_changes_evaluation_not_training(graph_file):
+    """eval=cached (the public code's evaluation reads its caches; here read-only): training
+    is the same, the evaluated accuracy comes from the stale halo rows."""
+    params = {"variant": "public-code", "staleness": 0}
+    got, rec = _run(graph_file, "jaca", params)
+    got_c, rec_c = _run(graph_file, "jaca", {**params, "eval": "cached"})
+    np.testing.assert_array_equal(got, got_c)
+    assert ([e["hit_rate"] for e in rec["epochs"]] == [e["hit_rate"] for e in rec_c["epochs"]])
+    assert [e["val"] for e in rec["epochs"]] != [e["val"] for e in rec_c["epochs"]]
+    # refreshed every epoch, training equals exact; eval=cached still reads the rows of this
+    # epoch's forward pass (before the update), so only eval=exact matches exact's accuracy
+    ref, exact = _run(graph_file)
+    _, fresh = _run(graph_file, "jaca", {"variant": "public-code", "staleness": 1})
+    assert [e["val"] for e in fresh["epochs"]] == pytest.approx([e["val"] for e in exact["epochs"]])

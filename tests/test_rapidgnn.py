@@ -231,8 +231,10 @@ def test_reports_draw_from_records(tmp_path, gfile, pair):
     from cdfgnn.train.record import write_record
 
     base, rapid = pair
+    public = run(gfile, "rapidgnn", method_params={"cache_scope": "window", "window": 5,
+                                                  "n_hot": 20})
     others = [run(gfile, "distdgl-random", partitioner="random-nodes"),
-              run(gfile, "exact", model="gcn")]
+              run(gfile, "exact", model="gcn"), public]
     paths = []
     for i, rec in enumerate([base, rapid, *others]):
         p = tmp_path / "runs" / f"r{i}.json"
@@ -246,6 +248,14 @@ def test_reports_draw_from_records(tmp_path, gfile, pair):
     assert "Average" in t2 and "| dataset | graph |" in t2
     claims = (tmp_path / "rapidgnn-claims.md").read_text()
     assert "same convergence" in claims and "| 0 |" in claims
+    # the public re-implementation's setting: its own rows, against the same baseline
+    from cdfgnn.report.aggregate import RunRow, load_runs
+    from cdfgnn.report.rapidgnn import _frame, public_setting_rows
+    rows = public_setting_rows(_frame([RunRow.from_record(r) for r in load_runs(paths)]))
+    assert len(rows) == 1 and "public re-implementation's setting" in claims
+    ratio = (base["minibatch"]["rows_fetched_per_epoch_with_setup"]
+             / public["minibatch"]["rows_fetched_per_epoch_with_setup"])
+    assert rows[0]["rows"] == pytest.approx(ratio) and rows[0]["misses"] > rows[0]["rows"]
     energy_md = (tmp_path / "rapidgnn-table3-energy.md").read_text()
     assert "modelled" in energy_md
     for k in range(3, 10):
@@ -300,6 +310,46 @@ def test_rows_counted_equal_misses_computed_offline(gfile):
         cache = top_hot(ids, cnt, int(round(0.3 * ids.size)))
         expected += sum(int((~np.isin(r, cache)).sum()) for r in remote)
     assert sum(e["rows_fetched"] for e in rec["epochs"]) == expected
+
+
+@pytest.mark.parametrize("prefetch", [0, 3])
+def test_window_scope_rows_equal_fills_and_misses_computed_offline(gfile, pair, prefetch):
+    """cache_scope=window (the public re-implementation's): one hot set per window of W
+    consecutive batches of the run, across epoch boundaries; rows fetched = the first
+    fill + each later window's rows not in the previous hot set + the steps' misses."""
+    from cdfgnn.data.graph import Graph
+    from cdfgnn.methods.rapidgnn import top_hot
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.sampling.schedule import num_batches
+
+    params = {"cache_scope": "window", "window": 5, "prefetch": prefetch,
+              "cache_fraction": 0.3}
+    rec = run(gfile, "rapidgnn", epochs=3, method_params=params)
+    assert [e["loss"] for e in rec["epochs"]] == [e["loss"] for e in pair[0]["epochs"]]
+    g = Graph.load(gfile)
+    owner = np.asarray(partition_graph(g, "metis", Topology.for_workers(2, 2),
+                                       seed=0).assignment, dtype=np.int64)
+    splits = split_train(g.train, owner, 2)
+    nb = num_batches(splits, 32)
+    expected = 0
+    for w in range(2):
+        sched = Schedule(g, splits[w], [4, 4], nb, 0, w)
+        remote = [b.inputs[owner[b.inputs] != w] for e in range(3) for b in sched.epoch(e)]
+        wins = [np.unique(np.concatenate(remote[k:k + 5]), return_counts=True)
+                for k in range(0, len(remote), 5)]
+        n_hot = int(round(0.3 * max(ids.size for ids, _ in wins)))
+        hot = [top_hot(ids, cnt, n_hot) for ids, cnt in wins]
+        expected += hot[0].size + sum(int((~np.isin(h, p)).sum()) for p, h in zip(hot, hot[1:]))
+        expected += sum(int((~np.isin(r, hot[i // 5])).sum()) for i, r in enumerate(remote))
+    got = sum(e["rows_fetched"] for e in rec["epochs"]) + rec["minibatch"]["setup_rows_fetched"]
+    assert got == expected
+
+
+def test_window_scope_prefetch_beyond_window_rejected(gfile):
+    with pytest.raises(CdfgnnError, match="prefetch=6 exceeds window=5"):
+        run(gfile, "rapidgnn", epochs=1,
+            method_params={"cache_scope": "window", "window": 5, "prefetch": 6})
 
 
 def test_table2_names_the_papers100m_like_twin():

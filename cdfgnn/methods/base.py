@@ -337,6 +337,9 @@ class SyncStrategy(Method):
     #: at its master with the weights of ``replica_eval_weights`` (one all_to_all under
     #: the ``eval`` tag; ``cdfgnn.train.per_part_eval``); works with several parts a rank
     per_part_eval: bool = False
+    #: evaluate through the method's own sync hooks (e.g. cached halo rows) instead of
+    #: exact sync; CaPGNN's public code reads its caches in evaluation too
+    evaluates_with_method: bool = False
     PARAMS: dict[str, Param] = {
         "codec": Param("none", str, check=valid_codec, expect=CODEC_HELP,
                        doc="message encoding of every vertex row sent"),

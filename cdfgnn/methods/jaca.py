@@ -61,6 +61,7 @@ from cdfgnn.methods.base import METHODS, Degenerate, Param, Prepared, SyncKey, S
 from cdfgnn.models.dropout import apply_mask, dropout_key
 
 POLICIES = ("priority", "fifo", "lru", "lfu", "random")
+VARIANTS = ("paper", "public-code")
 MB = 2 ** 20
 REQ_TAG = "cachereq"
 #: cache work per epoch, timed as communication-side CPU (``comm.overhead("cache-<stage>")``)
@@ -86,6 +87,9 @@ class Pool:
 
     #: bumped whenever resident rows or residency change (this process's writes only)
     version = 0
+    #: a full pool evicts to admit a better candidate (False: ``variant=public-code``,
+    #: candidates only fill free slots, best first, and an entry is never evicted)
+    evict = True
 
     def __init__(self, n: int, capacity: int, policy: str, priority: np.ndarray,
                  rng: np.random.Generator):
@@ -136,7 +140,11 @@ class Pool:
         npos, nrows, nst = pos[new], rows[torch.from_numpy(new)], stamps[new]
         self.tick += 1
         free = self.capacity - int(self.resident.sum())
-        if npos.size > free:
+        if npos.size > free and not self.evict:
+            admit = np.zeros(npos.size, dtype=bool)
+            admit[np.argsort(-self._scores(npos[:0], npos)[1], kind="stable")[:free]] = True
+            npos, nrows, nst = npos[admit], nrows[torch.from_numpy(admit)], nst[admit]
+        elif npos.size > free:
             cur = np.flatnonzero(self.resident)
             score = np.concatenate(self._scores(cur, npos))
             keep = np.zeros(cur.size + npos.size, dtype=bool)
@@ -260,7 +268,27 @@ class Jaca(SyncStrategy):
         "capacity_fraction": Param(1.0, float, check=lambda f: 0 <= f <= 1,
                                    expect="in [0, 1]",
                                    doc="fraction of Algorithm 1's capacity actually used"),
+        "variant": Param("paper", str, choices=VARIANTS,
+                         doc="paper: layers >= 1 cache the messages h W (our reading of the "
+                             "text); public-code: every layer caches its input rows h, "
+                             "multiplied by the current W on the receiver, the gradients of "
+                             "every halo row go back, and the priority policy only fills free "
+                             "slots (never evicts), as songxf1024/CaPGNN does"),
+        "eval": Param("exact", str, choices=("exact", "cached"),
+                      doc="evaluation's halo rows: exact sync, or through the caches as in "
+                          "training (the public code's: its cache lookups do not test "
+                          "is_train)"),
     }
+
+    def check_params(self) -> None:
+        p = self.params
+        self.evaluates_with_method = p["eval"] == "cached"
+        if p["variant"] == "public-code" and p["cache"] == "messages":
+            raise CdfgnnError("method 'jaca': variant=public-code caches input rows at every "
+                              "layer; it cannot be combined with cache=messages")
+        if p["variant"] == "public-code" and p["backward"] == "fresh":
+            raise CdfgnnError("method 'jaca': variant=public-code sends the gradients of every "
+                              "halo row (backward=exact); backward=fresh does not apply")
 
     # ------------------------------------------------------------ setup
     def prepare(self, graph, part, devices: str | None = None) -> Prepared:
@@ -278,9 +306,10 @@ class Jaca(SyncStrategy):
         mode = self.params["cache"]
         self.layers = [0] + (list(range(1, L)) if mode != "input" else [])
         self.cache_inputs = mode != "messages"
-        widths = {l: dims[l + 1] for l in self.layers}
-        if self.cache_inputs:
-            widths[0] = dims[0]
+        # public-code: layer l >= 1 caches its input rows h_l (width dims[l]), not h_l W_l
+        self.input_layers = set(self.layers if self.params["variant"] == "public-code" else
+                                [0] if self.cache_inputs else [])
+        widths = {l: dims[l] if l in self.input_layers else dims[l + 1] for l in self.layers}
         bpv = 4 * sum(widths[l] for l in self.layers)
         self.owned = book.num_owned
         self.halo_gids = book.local_nodes[book.num_owned:].astype(np.int64)
@@ -368,6 +397,12 @@ class Jaca(SyncStrategy):
                 self._host_key = key
         if self.shared is not None:
             self.shared_pos = np.searchsorted(host_gids, self.halo_gids)
+        if self.params["variant"] == "public-code" and self.params["policy"] == "priority":
+            # storageServer.py add_halo_features_to_*_ext_worker: new rows fill the free
+            # slots in descending overlap order and nothing is ever evicted
+            for pool in [*self.local.values(), *(self.shared.pools.values()
+                                                 if self.shared is not None else [])]:
+                pool.evict = False
         self.counts = {l: np.zeros(3) for l in self.layers}   # requests, local, shared hits
         self._sent: dict[int, tuple] = {}    # layer -> (rows fetched here, rows sent per peer)
         self._all_local: dict[int, bool] = {}   # layer -> every halo row a local hit this epoch
@@ -434,7 +469,9 @@ class Jaca(SyncStrategy):
         ``A (X W)``). With dropout the mask changes every epoch and ``x_halo W`` is
         computed (the fused counter-based mask, as the owner would apply it).
         """
-        if layer != 0 or not self.cache_inputs or not prop.view.training or not prop.view.sync:
+        training = prop.view.training
+        if layer not in self.input_layers or not (training or self.evaluates_with_method) \
+                or not prop.view.sync:
             return super().aggregate(prop, t, norm, layer)
         src = prop.message_source
         if src is None or src[0].shape[0] != t.shape[0] or src[1].shape[1] != t.shape[1]:
@@ -442,23 +479,45 @@ class Jaca(SyncStrategy):
                               "rows (Propagator.message_source), so input features cannot "
                               "be cached")
         weight = src[1]
-        key = SyncKey(0, "fwd", "halo", True, int(self.dims[0]))
+        if layer > 0:
+            return self._aggregate_cached_inputs(prop, t, norm, layer, src[0], weight)
+        key = SyncKey(0, "fwd", "halo", training, int(self.dims[0]))
         x_halo = self.cached_rows(key, lambda q, rows: self.input_rows[q][rows], volatile=False)
         a_loc, a_halo, brows = self._split(prop, norm)
         z = a_loc @ t
         if not brows.numel():
             return z
-        if self.dropout == 0 and self._all_local.get(0, False):
+        if (self.dropout == 0 or not training) and self._all_local.get(0, False):
             stamp = (prop.view.key, norm, self.local[0].version)
             if self._halo_agg is None or self._halo_agg[0] != stamp:
                 with torch.no_grad():
                     self._halo_agg = (stamp, a_halo.a @ x_halo)
             part = self._halo_agg[1] @ weight
         else:
-            if self.dropout > 0:
+            if self.dropout > 0 and training:
                 x_halo = apply_mask(x_halo, self.halo_ids_t, self.dropout,
                                     dropout_key(self.ctx.seed, self.epoch, 0))
             part = a_halo @ (x_halo @ weight)
+        if brows.numel() == z.shape[0]:
+            return z + part
+        return z.index_add(0, brows, part)
+
+    def _aggregate_cached_inputs(self, prop, t: torch.Tensor, norm: str, layer: int,
+                                 h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """``variant=public-code``, layer >= 1: ``A_loc t + A_halo (h_halo W)``.
+
+        The halo input rows ``h_halo`` come through the halo exchange of ``h`` (so
+        :meth:`halo_rows` serves them from the tiers, stale, and the gradient of every
+        halo row goes back to its owner, as the public code's backward exchange does);
+        the receiver multiplies them by the current ``W`` (the public code aggregates,
+        then multiplies by W: model/distGCN.py, DistGCNConv.forward).
+        """
+        a_loc, a_halo, brows = self._split(prop, norm)
+        z = a_loc @ t
+        if not brows.numel():
+            return z
+        full = prop.expand(h, layer)
+        part = a_halo @ (full[self.owned:] @ weight)
         if brows.numel() == z.shape[0]:
             return z + part
         return z.index_add(0, brows, part)
@@ -492,8 +551,8 @@ class Jaca(SyncStrategy):
         return got
 
     def halo_rows(self, prop, t: torch.Tensor, key: SyncKey) -> list:
-        if not key.training or key.layer not in self.layers or (key.layer == 0
-                                                                  and self.cache_inputs):
+        if not (key.training or self.evaluates_with_method) or key.layer not in self.layers \
+                or (key.layer == 0 and self.cache_inputs):
             return super().halo_rows(prop, t, key)
         rows = self.cached_rows(key, lambda q, idx: t[self.send_lists[q][idx]], volatile=True)
         # each owner's halo rows are one contiguous block: views, not copies
@@ -534,24 +593,28 @@ class Jaca(SyncStrategy):
         out = None
         with self.comm.overhead("cache-check"):
             hit_l = local.fresh(pos, epoch, s, volatile)
-            local.touch(pos, hit_l)
+            write = key.training     # evaluation (eval=cached) reads the tiers, never writes
+            if write:
+                local.touch(pos, hit_l)
             need = np.flatnonzero(~hit_l)
             hit_s = np.zeros(n, dtype=bool)
             if self.shared is not None and need.size:
                 spool = self.shared.pools[layer]
                 spos = self.shared_pos[need]
                 sh = spool.fresh(spos, epoch, s, volatile)
-                if spool.tracks_use:
+                if spool.tracks_use and write:
                     self.shared.stage(self.comm.rank, layer, "touch", spos, sh)
                 if sh.any():
                     got = need[sh]
                     rows_s = spool.get(spos[sh])
                     hit_s[got] = True
-                    local.put(got, rows_s, spool.stamp[spos[sh]].copy())
+                    if write:
+                        local.put(got, rows_s, spool.stamp[spos[sh]].copy())
             miss = ~(hit_l | hit_s)
             # one bit per row of each owner's list: which rows to send
             req = [np.packbits(miss[r]) if r.size else None for r in self.recv]
-        self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
+        if key.training:           # hit rates are training's (eval=cached reads the tiers too)
+            self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
         self._all_local[layer] = bool(n) and bool(hit_l.all())
         asks = send_rows(self.comm, [None if b is None else torch.from_numpy(b) for b in req],
                          f"{REQ_TAG}/{layer}")
@@ -584,10 +647,13 @@ class Jaca(SyncStrategy):
                 if m.size and fresh[q] is not None:
                     out[torch.from_numpy(m)] = fresh[q]
             got = np.flatnonzero(miss)
-            if got.size:
+            if got.size and write:
                 rows = out[torch.from_numpy(got)]
                 stamps = np.full(got.size, epoch, dtype=np.int64)
-                local.put(got, rows, stamps)
+                if self.params["variant"] != "public-code":
+                    # public code: the local tier fills from shared hits only (op_util.py
+                    # pick_cache, add_local=True); fetched rows go to the shared tier
+                    local.put(got, rows, stamps)
                 if self.shared is not None:
                     self.shared.stage(self.comm.rank, layer, "put", self.shared_pos[got],
                                       rows, stamps)

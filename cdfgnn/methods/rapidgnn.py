@@ -74,12 +74,32 @@ class RapidGNN(SampledMethod):
                            "the remote set is clamped with a warning"),
         "prefetch": Param(4, int, check=lambda v: v >= 0, expect=">= 0",
                           doc="prefetch window Q in batches (0: no prefetch)"),
-        "cache_scope": Param("epoch", str, choices=("epoch", "global"),
-                             doc="per-epoch hot set, double-buffered (epoch) or one cache "
-                                 "for the whole run (global)"),
+        "cache_scope": Param("epoch", str, choices=("epoch", "global", "window"),
+                             doc="per-epoch hot set, double-buffered (epoch), one cache "
+                                 "for the whole run (global), or one hot set per window of "
+                                 "`window` consecutive batches of the run, double-buffered "
+                                 "(window: the public re-implementation's, "
+                                 "arefinniam/greendy-gnn code/prefetcher.py)"),
+        "window": Param(16, int, check=lambda v: v >= 1, expect=">= 1",
+                        doc="cache_scope=window: batches a hot set serves (the public "
+                            "re-implementation's --window_size, default 16)"),
         "reuse_cached": Param(True, bool, doc="a fill copies rows already in the serving "
                                               "cache instead of pulling them again"),
     }
+
+    def check_params(self) -> None:
+        p = self.params
+        if p["cache_scope"] == "window" and p["prefetch"] > p["window"]:
+            raise CdfgnnError(f"method 'rapidgnn': prefetch={p['prefetch']} exceeds "
+                              f"window={p['window']}; the two cache buffers serve at most the "
+                              f"current and the next window")
+
+    def _key(self, epoch: int, index: int) -> int:
+        """Which hot set serves batch ``index`` of ``epoch``."""
+        scope = self.params["cache_scope"]
+        if scope == "window":
+            return (epoch * self.ctx.num_batches + index) // self.params["window"]
+        return 0 if scope == "global" else epoch
 
     # ------------------------------------------------------------------ plan
     def plan(self, ctx: SampledContext) -> dict[str, Any]:
@@ -91,6 +111,8 @@ class RapidGNN(SampledMethod):
         cpu = {"sample": 0.0, "write": 0.0, "count": 0.0}   # where the precompute goes
         self.files = []
         epochs = self._sampled_epochs(sched, ctx.epochs)
+        windows = _WindowCounts(self.params["window"]) if self.params["cache_scope"] == "window" \
+            else None
         while True:
             c = cpu_clock.start()
             e, ep = next(epochs, (None, None))
@@ -108,6 +130,8 @@ class RapidGNN(SampledMethod):
             # freq_e(v): a batch's inputs are distinct, so occurrences = batches holding v
             ids, cnt = np.unique(inputs[is_remote], return_counts=True)
             freq.append((ids, cnt))
+            if windows is not None:
+                windows.add(inputs, is_remote, ep.sizes[0])
             sizes.append(int(ep.sizes[0].max(initial=0)))
             cpu["count"] += c.stop().seconds()
         del ep
@@ -115,6 +139,9 @@ class RapidGNN(SampledMethod):
         # ---- cache size and hot sets
         c = cpu_clock.start()
         distinct = max((f[0].size for f in freq), default=0)
+        if windows is not None:
+            freq_w = windows.finish()
+            distinct = max((f[0].size for f in freq_w), default=0)
         if self.params["cache_scope"] == "global":
             ids_g = np.unique(np.concatenate([f[0] for f in freq]))
             cnt_g = np.zeros(ids_g.size, dtype=np.int64)
@@ -131,6 +158,8 @@ class RapidGNN(SampledMethod):
                           f"inputs of worker {rank}; clamped to {distinct}", stacklevel=2)
         if self.params["cache_scope"] == "global":
             self.hot = [top_hot(ids_g, cnt_g, self.n_hot)]
+        elif windows is not None:
+            self.hot = [top_hot(ids, cnt, self.n_hot) for ids, cnt in freq_w]
         else:
             self.hot = [top_hot(ids, cnt, self.n_hot) for ids, cnt in freq]
         self.freq_hist = np.bincount(freq[0][1]).tolist() if freq and freq[0][1].size else [0]
@@ -142,7 +171,8 @@ class RapidGNN(SampledMethod):
         fill_span = ctx.wall_clock.start()
         self.cache = (self.hot[0], store.pull(self.hot[0], "fill"))
         self.next: tuple | None = None      # the second buffer, for epoch self.next_epoch
-        self.next_epoch = -1
+        self.next_epoch = -1                # (its hot-set key, a window with cache_scope=window)
+        self.cache_key = 0                  # cache_scope=window: the window served now
         self.cache_peak = self._nbytes(self.cache)
         self.queue_peak = 0
         self.hits_total = self.remote_total = 0
@@ -184,9 +214,11 @@ class RapidGNN(SampledMethod):
         return self.loaded[epoch]
 
     def _cache_for(self, epoch: int) -> tuple:
-        """The cache serving ``epoch``: the current buffer, or the second buffer, built
-        (one bulk pull) the first time a batch of the next epoch is staged."""
-        if self.params["cache_scope"] == "global" or epoch == self.epoch:
+        """The cache serving ``epoch`` (a window's key with ``cache_scope=window``): the
+        current buffer, or the second buffer, built (one bulk pull) the first time a batch
+        of the next epoch (window) is staged."""
+        scope = self.params["cache_scope"]
+        if scope == "global" or epoch == (self.cache_key if scope == "window" else self.epoch):
             return self.cache
         if self.next_epoch != epoch:
             self.next = self._build(self.hot[epoch])
@@ -209,7 +241,8 @@ class RapidGNN(SampledMethod):
 
     def _stage(self, epoch: int, i: int, mode: str) -> None:
         batch = self._batches(epoch)[i]
-        ids, cached = self._cache_for(epoch)
+        key = self._key(epoch, i)
+        ids, cached = self._cache_for(key)
         mask = self.store.remote_mask(batch.inputs)
         rid = batch.inputs[mask]
         pos = np.searchsorted(ids, rid)
@@ -219,7 +252,7 @@ class RapidGNN(SampledMethod):
         rows[torch.from_numpy(np.flatnonzero(hit))] = cached[torch.from_numpy(pos[hit])]
         miss = ~hit
         rows[torch.from_numpy(np.flatnonzero(miss))] = self.store.pull(rid[miss], mode)
-        self.queue.append((epoch, int(rid.size), int(hit.sum()),
+        self.queue.append((key, int(rid.size), int(hit.sum()),
                            batch, self.store.gather(batch, rows, mask)))
 
     def inputs(self, epoch: int, index: int):
@@ -230,7 +263,10 @@ class RapidGNN(SampledMethod):
         elif g == 0:                                # pipeline fill, once per run
             for k in range(min(q, self.ctx.epochs * nb)):
                 self._stage(k // nb, k % nb, "sync")
-        _, n_remote, n_hit, batch, x = self.queue.popleft()
+        key, n_remote, n_hit, batch, x = self.queue.popleft()
+        if self.params["cache_scope"] == "window" and key != self.cache_key:
+            self.cache = self._cache_for(key)       # built when its first batch was staged
+            self.cache_key, self.next, self.next_epoch = key, None, -1
         self.counts["remote_inputs"] += n_remote
         self.counts["cache_hits"] += n_hit
         ahead = g + q
@@ -264,3 +300,32 @@ class RapidGNN(SampledMethod):
                 "memory_used_bytes": used, "within_bound": used <= bound,
                 "hit_rate": self.hits_total / self.remote_total if self.remote_total else None,
                 "freq_hist_epoch0": self.freq_hist}
+
+
+class _WindowCounts:
+    """Access counts per window of ``size`` consecutive batches of the run (windows run
+    across epoch boundaries), streamed epoch by epoch: ``add`` each epoch's concatenated
+    inputs, ``finish`` gives ``(ids, counts)`` per window."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.pending: list[np.ndarray] = []     # remote inputs of the open window's batches
+        self.done: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, inputs: np.ndarray, is_remote: np.ndarray, sizes: np.ndarray) -> None:
+        ends = np.cumsum(sizes)
+        for b, end in enumerate(ends):
+            start = end - sizes[b]
+            self.pending.append(inputs[start:end][is_remote[start:end]])
+            if len(self.pending) == self.size:
+                self._close()
+
+    def _close(self) -> None:
+        got = np.concatenate(self.pending) if self.pending else np.zeros(0, np.int64)
+        self.done.append(np.unique(got, return_counts=True))
+        self.pending = []
+
+    def finish(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        if self.pending:
+            self._close()
+        return self.done

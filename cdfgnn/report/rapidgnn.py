@@ -434,6 +434,34 @@ def measure_rows_ratio(ctx: ClaimContext) -> list[Measurement]:
     return ctx.measured(v, config=_configs(sub))
 
 
+def public_setting_rows(df: pd.DataFrame) -> list[dict]:
+    """RapidGNN runs with one hot set per window (the public re-implementation's setting,
+    ``rapidgnn-public``) against DistDGL-METIS at the same batch size and fan-outs: rows
+    fetched per epoch with every fill, and the step misses only (the public code's count,
+    arefinniam/greendy-gnn code/cache.py), as reduction factors."""
+    pub = df[(df["method"] == RAPID)
+             & df["params"].map(lambda p: p.get("cache_scope") == "window")]
+    out = []
+    for _, r in pub.iterrows():
+        m = _match(_plain(df, METIS), r)
+        if m is None:
+            continue
+        eps = r["run"].epochs
+        misses = sum(e["remote_inputs"] - e.get("cache_hits", 0) for e in eps) / len(eps)
+        out.append({"config": f"{r['dataset']} P={r['workers']} b={r['batch_size']} "
+                              f"fan-outs {list(r['fanouts'])} n_hot={r['n_hot']:.0f} "
+                              f"window={r['params'].get('window', 16)}",
+                    "rows": _ratio(m["rows"], r["rows"]), "misses": _ratio(m["rows"], misses),
+                    "runs": [r["source"], m["source"]]})
+    return out
+
+
+def measure_public_setting(ctx: ClaimContext) -> list[Measurement]:
+    """One measurement per run of the public re-implementation's setting (both counts)."""
+    return [Measurement(row["config"], {"rows": row["rows"], "misses": row["misses"]},
+                        runs=row["runs"]) for row in public_setting_rows(ctx.runs)]
+
+
 def measure_loss_gap(ctx: ClaimContext) -> list[Measurement]:
     """Largest absolute loss difference over epochs, RapidGNN against DGL-METIS."""
     rapid, metis = _plain(ctx.runs, RAPID), _plain(ctx.runs, METIS)
@@ -513,6 +541,16 @@ CLAIMS = (
     ClaimSpec("remote feature rows fetched per epoch, DGL-METIS / RapidGNN (suite target, "
               "products twin at 4 workers)", ">= 5x (target)", measure_rows_ratio,
               (at_least(5.0),), unit="x", note="rows include cache fills and the initial fill"),
+    # the public re-implementation's setting (docs/fidelity.md, case 3), both counts
+    ClaimSpec("remote feature rows fetched per epoch, DGL-METIS / RapidGNN, public "
+              "re-implementation's setting (suite's count)", ">= 5x (target)",
+              measure_public_setting, (at_least(5.0),), value="rows", unit="x",
+              note="rows include cache fills and the initial fill; docs/fidelity.md case 3"),
+    ClaimSpec("remote feature rows fetched per epoch, DGL-METIS / RapidGNN, public "
+              "re-implementation's setting (public code's count)", ">= 5x (target)",
+              measure_public_setting, (at_least(5.0),), value="misses", unit="x",
+              note="step misses only, cache fills not counted (arefinniam/greendy-gnn "
+                   "code/cache.py); docs/fidelity.md case 3"),
     ClaimSpec("same convergence as the baseline (same schedule: max abs loss difference over "
               "epochs)", "indistinguishable curves (Fig. 9)", measure_loss_gap, (at_most(0.0),)),
     ClaimSpec("schedule precompute / training time (suite target < 10%)",

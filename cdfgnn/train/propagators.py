@@ -51,8 +51,11 @@ class _BookPropagator(Propagator):
 
     @property
     def active(self) -> SyncStrategy:
-        """The strategy of this pass: the method's in training, exact sync in evaluation."""
-        return self.strategy if self.view.training else self.exact
+        """The strategy of this pass: the method's in training, exact sync in evaluation
+        (unless the method evaluates through its own hooks: ``evaluates_with_method``)."""
+        if self.view.training or self.strategy.evaluates_with_method:
+            return self.strategy
+        return self.exact
 
     def aggregate(self, t: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return self.active.aggregate(self, t, norm, layer)
