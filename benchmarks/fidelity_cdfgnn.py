@@ -13,6 +13,7 @@ against the fixed epsilon (log axis), with the adaptive runs as markers.
 
 Usage: nice -n 10 python benchmarks/fidelity_cdfgnn.py [--dataset synth-reddit]
        [--workers 4] [--epochs 20] [--scale small] [--eps 0.001 0.01 0.03 0.1 0.3]
+       [--rules digest literal]
        [--png results/fidelity/cdfgnn_eps_synth-reddit.png]
 """
 from __future__ import annotations
@@ -40,8 +41,7 @@ def run_one(args, method: str, params: dict) -> dict:
 
 def settings(args) -> list[tuple[str, dict]]:
     out = [(f"fixed eps={e:g}", {"epsilon": e, "adaptive": False}) for e in args.eps]
-    out += [("adaptive, rule=digest", {"rule": "digest"}),
-            ("adaptive, rule=literal", {"rule": "literal"})]
+    out += [(f"adaptive, rule={r}", {"rule": r}) for r in args.rules]
     return out
 
 
@@ -87,7 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scale", default="small")
     ap.add_argument("--eps", nargs="+", type=float, default=[0.001, 0.01, 0.03, 0.1, 0.3])
-    ap.add_argument("--no-adaptive", action="store_true", help="fixed thresholds only")
+    ap.add_argument("--rules", nargs="*", default=["digest", "literal"],
+                    help="readings of eq. (6) to run adaptively (none: fixed thresholds only)")
     ap.add_argument("--data-root", default="/tmp/cdfgnn-bench-data")
     ap.add_argument("--png", default=None)
     args = ap.parse_args(argv)
@@ -97,10 +98,7 @@ def main(argv=None) -> int:
     print(f"{'setting':<26}{'rows/base':>10}{'saved %':>9}{'test':>8}{'d test pts':>11}"
           f"{'eps range':>18}", flush=True)
     rows = []
-    todo = settings(args)
-    if args.no_adaptive:
-        todo = [t for t in todo if t[1].get("adaptive") is False]
-    for name, params in todo:
+    for name, params in settings(args):
         r = run_one(args, "cdfgnn-cache", params)
         rows.append((name, params, r))
         ratio = r["rows"] / base["rows"]

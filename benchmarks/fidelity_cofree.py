@@ -6,10 +6,11 @@ parts on 2 workers, thread backend), trains ``cofree`` on NE with DAR (the paper
 default configuration: the NE row of the CoFree-GNN paper's Table 4) and ``cofree-edgecut`` on METIS
 with the loss weight 1 (our default, digest Q13) and with DAR on each vertex's single
 copy (``reweight=dar``). Prints, per run: the partitioning's replication factor (RF) or
-the fraction of edges the edge cut keeps, and the final test accuracy (measured here).
+the fraction of edges the edge cut keeps with the same-label fraction (edge homophily)
+of all, kept and cut edges, and the final test accuracy (measured here).
 
 Usage: nice -n 10 python benchmarks/fidelity_cofree.py [--dataset synth-products]
-       [--parts 256] [--workers 2] [--epochs 15] [--seeds 0] [--scale small]
+       [--parts 256] [--workers 2] [--epochs 15] [--seeds 0] [--scale small] [--no-train]
 """
 from __future__ import annotations
 
@@ -35,8 +36,12 @@ def partition_file(args, graph, partitioner: str, tmp: str) -> tuple[str, str]:
     assign = np.asarray(part.assignment)
     if part.kind == "edge":   # node assignment: the edges both of whose ends share a part
         src, dst = graph.undirected_edges()
-        kept = float(np.mean(assign[src] == assign[dst]))
-        return path, f"edges kept inside parts {kept:.3f}"
+        kept = assign[src] == assign[dst]
+        y = np.asarray(graph.y)
+        same = y[src] == y[dst] if y.ndim == 1 else np.ones(len(src), dtype=bool)
+        return path, (f"edges kept inside parts {kept.mean():.3f}; same-label fraction "
+                      f"of all edges {same.mean():.3f}, of kept {same[kept].mean():.3f}, "
+                      f"of cut {same[~kept].mean():.3f}")
     from cdfgnn.methods.cofree import replication_counts
     rf = replication_counts(graph, part)
     return path, f"RF {rf[rf > 0].mean():.3f}"
@@ -63,10 +68,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--scale", default="small")
     ap.add_argument("--data-root", default="/tmp/cdfgnn-bench-data")
+    ap.add_argument("--no-train", action="store_true", help="partition statistics only")
     args = ap.parse_args(argv)
     from cdfgnn.data.datasets import get_graph
 
-    graph = get_graph(args.dataset, scale=args.scale)
+    graph = get_graph(args.dataset, scale=args.scale, root=args.data_root)
     print(f"{args.dataset} ({args.scale}), {args.parts} parts on {args.workers} workers, "
           f"{args.epochs} epochs, seeds {args.seeds}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,7 +80,7 @@ def main(argv=None) -> int:
         for partitioner in sorted({r[0] for r in RUNS}):
             files[partitioner] = partition_file(args, graph, partitioner, tmp)
             print(f"  {partitioner}: {files[partitioner][1]}", flush=True)
-        for partitioner, method, params in RUNS:
+        for partitioner, method, params in ([] if args.no_train else RUNS):
             accs = [run_one(args, files[partitioner][0], method, params, s)
                     for s in args.seeds]
             label = ", ".join(f"{k}={v}" for k, v in params.items()) or "default"
