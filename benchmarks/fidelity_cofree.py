@@ -3,8 +3,8 @@
 On the quick setting of ``configs/quick/cofree.yaml`` (experiment
 ``cofree_partitioners``: GraphSAGE 2 x 64, dropout 0.3, Adam lr 0.01, 15 epochs, 256
 parts on 2 workers, thread backend), trains ``cofree`` on NE with DAR (the paper's
-default configuration: the NE row of the CoFree-GNN paper's Table 4) and ``cofree-edgecut`` on METIS
-with the loss weight 1 (our default, digest Q13) and with DAR on each vertex's single
+default configuration: the NE row of Table 4 of arXiv 2308.03209) and ``cofree-edgecut`` on METIS
+with the loss weight 1 (our default; the paper names no weights) and with DAR on each vertex's single
 copy (``reweight=dar``). Prints, per run: the partitioning's replication factor (RF) or
 the fraction of edges the edge cut keeps with the same-label fraction (edge homophily)
 of all, kept and cut edges, and the final test accuracy (measured here).

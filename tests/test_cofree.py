@@ -174,6 +174,6 @@ def test_edge_cut_dar_weights_kept_degree_over_global(files, small_graph):
                             method_params={"reweight": "dar"}))
     assert dar["comm"]["per_epoch"]["rows_sent"] == 0
     assert np.abs(_losses(dar) - _losses(four)).max() > 1e-4
-    # the default stays weight 1 (digest Q13: the paper names no weights)
+    # the default stays weight 1 (the paper names no weights for its edge cut)
     from cdfgnn.methods.cofree import CoFreeEdgeCut
     assert CoFreeEdgeCut.PARAMS["reweight"].default == "none"

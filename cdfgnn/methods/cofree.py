@@ -231,9 +231,10 @@ class CoFreeEdgeCut(SyncStrategy):
     default_partitioner = "metis"
     PARAMS = {
         "reweight": Param("none", str, choices=("none", "dar"),
-                          doc="loss weight of an owned training vertex: none (1, digest "
-                              "Q13) or dar (its induced-subgraph degree over its global "
-                              "degree, DAR applied to the vertex's single copy)"),
+                          doc="loss weight of an owned training vertex: none (1; arXiv "
+                              "2308.03209 names no weights for its edge cut) or dar (its "
+                              "induced-subgraph degree over its global degree, DAR applied "
+                              "to the vertex's single copy)"),
     }
 
     def setup(self, ctx) -> None:
