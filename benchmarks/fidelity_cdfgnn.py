@@ -13,7 +13,7 @@ against the fixed epsilon (log axis), with the adaptive runs as markers.
 
 Usage: nice -n 10 python benchmarks/fidelity_cdfgnn.py [--dataset synth-reddit]
        [--workers 4] [--epochs 20] [--scale small] [--eps 0.001 0.01 0.03 0.1 0.3]
-       [--rules digest literal]
+       [--rules digest literal] [--per-sync]
        [--png results/fidelity/cdfgnn_eps_synth-reddit.png]
 """
 from __future__ import annotations
@@ -33,8 +33,12 @@ def run_one(args, method: str, params: dict) -> dict:
                       hidden=64, dropout=0.0, lr=0.01, epochs=args.epochs, warmup=1,
                       seed=args.seed, backend="thread", data_root=args.data_root)
     rec = run_training(cfg)
-    eps = [e["epsilon"] for e in rec.get("epochs", []) if "epsilon" in e]
-    return {"rows": rec["comm"]["per_epoch"]["rows_sent"],
+    epochs = rec.get("epochs", [])
+    eps = [e["epsilon"] for e in epochs if "epsilon" in e]
+    last = epochs[-1] if epochs else {}
+    per_sync = {k.split("/", 1)[1]: v for k, v in last.items()
+                if k.startswith("send_ratio/") and k.count("/") == 2}
+    return {"rows": rec["comm"]["per_epoch"]["rows_sent"], "per_sync": per_sync,
             "test": rec["summary"]["final_test"],
             "eps": (min(eps), max(eps)) if eps else (float("nan"),) * 2}
 
@@ -91,6 +95,8 @@ def main(argv=None) -> int:
                     help="readings of eq. (6) to run adaptively (none: fixed thresholds only)")
     ap.add_argument("--data-root", default="/tmp/cdfgnn-bench-data")
     ap.add_argument("--png", default=None)
+    ap.add_argument("--per-sync", action="store_true",
+                    help="also print each sync's send ratio (direction/layer) in the last epoch")
     args = ap.parse_args(argv)
     base = run_one(args, "cdfgnn-baseline", {})
     print(f"{args.dataset} ({args.scale}) P={args.workers} epochs={args.epochs} "
@@ -105,6 +111,9 @@ def main(argv=None) -> int:
         print(f"{name:<26}{ratio:>10.3f}{100 * (1 - ratio):>9.1f}{r['test']:>8.4f}"
               f"{100 * (r['test'] - base['test']):>11.2f}"
               f"{r['eps'][0]:>9.4g}-{r['eps'][1]:<8.4g}", flush=True)
+        if args.per_sync:
+            print("    last epoch, rows sent over an exact sync's, per sync: " + ", ".join(
+                f"{k} {v:.3f}" for k, v in sorted(r["per_sync"].items())), flush=True)
     if args.png:
         plot(args.png, args, base, rows)
         print(f"wrote {args.png}", file=sys.stderr)
