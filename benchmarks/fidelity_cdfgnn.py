@@ -81,7 +81,7 @@ def plot(path: str, args, base: dict, rows: list[tuple[str, dict, dict]]) -> Non
                     fontsize=7)
     ax.set_title(f"CDFGNN cache on {args.dataset} ({args.scale}), P={args.workers}, "
                  f"{args.epochs} epochs (measured here)", fontsize=9)
-    fig.legend(loc="lower left", fontsize=7)
+    fig.legend(loc="center left", bbox_to_anchor=(0.12, 0.6), fontsize=7)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=120)
