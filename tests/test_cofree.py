@@ -158,3 +158,22 @@ def test_dropedge_k_runs_are_reproducible(files):
                           workers=2))
     c = run_training(_cfg(graph=g, method_params={"dropedge_k": 3}, workers=2))
     np.testing.assert_allclose(_losses(b), _losses(c), atol=1e-6)
+
+
+def test_edge_cut_dar_weights_kept_degree_over_global(files, small_graph):
+    """cofree-edgecut reweight=dar: on one part every edge is kept, so the weights are 1
+    and the run equals the default; on 4 METIS parts a vertex that lost cross edges
+    weighs its kept degree over its global degree, so the losses differ."""
+    g, _, _ = files
+    one = run_training(_cfg(graph=g, workers=1, method="cofree-edgecut", partitioner="metis"))
+    one_dar = run_training(_cfg(graph=g, workers=1, method="cofree-edgecut",
+                                partitioner="metis", method_params={"reweight": "dar"}))
+    np.testing.assert_allclose(_losses(one_dar), _losses(one), atol=1e-6)
+    four = run_training(_cfg(graph=g, method="cofree-edgecut", partitioner="metis"))
+    dar = run_training(_cfg(graph=g, method="cofree-edgecut", partitioner="metis",
+                            method_params={"reweight": "dar"}))
+    assert dar["comm"]["per_epoch"]["rows_sent"] == 0
+    assert np.abs(_losses(dar) - _losses(four)).max() > 1e-4
+    # the default stays weight 1 (the paper names no weights for its edge cut)
+    from cdfgnn.methods.cofree import CoFreeEdgeCut
+    assert CoFreeEdgeCut.PARAMS["reweight"].default == "none"

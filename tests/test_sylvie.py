@@ -253,3 +253,45 @@ def test_gat_and_precompute(graph_file):
     np.testing.assert_allclose(_losses(run("sylvie-a", precompute_first_layer=True,
                                            params={"bits": 32, "staleness_bound": 1})),
                                _losses(exact_pre), atol=1e-5)
+
+
+# ------------------------------------------------ the public code's degree groups
+def test_degree_groups_follow_the_public_code_cdf():
+    """Inclusive CDF of the degree over the list, cut at quarters; a degree shared by
+    more than a quarter of the rows skips a group, as in boundary_imp_group."""
+    from cdfgnn.methods.sylvie import degree_groups
+    deg = np.array([1, 1, 2, 3, 5, 8, 13, 1, 2, 40])
+    # CDF: deg 1 -> 0.3, 2 -> 0.5, 3 -> 0.6, 5 -> 0.7, 8 -> 0.8, 13 -> 0.9, 40 -> 1.0
+    np.testing.assert_array_equal(degree_groups(deg, 4), [1, 1, 2, 2, 2, 3, 3, 1, 2, 3])
+    np.testing.assert_array_equal(degree_groups(deg, 1), np.zeros(10, dtype=np.int64))
+    assert degree_groups(np.zeros(0, dtype=np.int64), 4).size == 0
+
+
+def test_degree_group_codec_gives_each_group_its_width():
+    """Rows of the 8-bit group come back far closer than rows of the 1-bit group, and
+    the wire holds exactly the groups' stochastic encodings."""
+    import torch
+
+    from cdfgnn.comm.codecs import get_codec
+    from cdfgnn.methods.sylvie import _DegreeGroups
+    groups = np.repeat([0, 1, 2, 3], 50)
+    codec = _DegreeGroups([1, 2, 4, 8], groups, groups)
+    x = torch.randn(200, 32)
+    wire = codec.encode(x, torch.Generator().manual_seed(0))
+    assert wire.numel() == sum(get_codec(f"stochastic-{b}").wire_bytes(50, 32)
+                               for b in (1, 2, 4, 8))
+    err = (codec.decode(wire, 200, 32) - x).abs().reshape(4, 50, 32).amax(dim=(1, 2))
+    assert err[3] < err[2] < err[1] < err[0]
+
+
+def test_degree_groups_run_between_one_and_eight_bits(graph_file):
+    one = _run(graph_file, "sylvie-s", bits=1)
+    deg = _run(graph_file, "sylvie-s", bits=1, bit_groups="degree")
+    eight = _run(graph_file, "sylvie-s", bits=8)
+    rows = [r["comm"]["per_epoch"]["rows_sent"] for r in (one, deg, eight)]
+    assert rows[0] == rows[1] == rows[2]
+    nbytes = [sum(r["comm"]["per_epoch"][k]["bytes"] for k in ("intra", "inter"))
+              for r in (one, deg, eight)]
+    assert nbytes[0] < nbytes[1] < nbytes[2]
+    with pytest.raises(CdfgnnError, match="bit_groups='degree' needs bits in"):
+        _run(graph_file, "sylvie-s", bits=16, bit_groups="degree")

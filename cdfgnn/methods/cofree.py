@@ -219,7 +219,9 @@ class CoFreeEdgeCut(SyncStrategy):
     or weights were kept; we keep neither): a node partition (METIS), each
     part trained alone on its induced subgraph (cross edges dropped, no halo rows, local
     degrees), every vertex once (its owner), weight 1; Cluster-GCN-style partition
-    training with the weight gradients all-reduced."""
+    training with the weight gradients all-reduced. ``reweight=dar`` weights a vertex's
+    loss by its kept degree over its global degree instead (the paper does not say which
+    weights its Table 4 row used; see docs/fidelity.md, case 5)."""
 
     name = "cofree-edgecut"
     degenerate = Degenerate(None, reason=COMMUNICATION_FREE)
@@ -227,12 +229,28 @@ class CoFreeEdgeCut(SyncStrategy):
     communication_free = True
     full_graph_eval = True
     default_partitioner = "metis"
+    PARAMS = {
+        "reweight": Param("none", str, choices=("none", "dar"),
+                          doc="loss weight of an owned training vertex: none (1; arXiv "
+                              "2308.03209 names no weights for its edge cut) or dar (its "
+                              "induced-subgraph degree over its global degree, DAR applied "
+                              "to the vertex's single copy)"),
+    }
 
     def setup(self, ctx) -> None:
         super().setup(ctx)
         book = ctx.book
         keep = book.adj_indices < book.num_owned
         self._csr = masked_csr(book.adj_indptr, book.adj_indices, keep)
+        self.weights = None   # the engine's default: 1 on every owned row
+        if self.params["reweight"] == "dar":
+            # DAR's D(v[i]) / D(v) on the one copy each vertex has: the edges the cut kept
+            # over all its edges (cross edges count in D(v), not in D(v[i]))
+            owned = book.num_owned
+            w = np.zeros(book.num_local, dtype=np.float64)
+            w[:owned] = loss_weights("dar", np.diff(self._csr[0])[:owned],
+                                     book.global_degree[:owned])
+            self.weights = torch.from_numpy(w.astype(np.float32))
 
     def prebuilt_views(self, view) -> list:
         return [self.local_view(view, True)]
@@ -243,4 +261,5 @@ class CoFreeEdgeCut(SyncStrategy):
         indptr, indices = self._csr
         deg = np.diff(indptr)
         return view.but(key=("cofree-edgecut", view.key), indptr=indptr, indices=indices,
-                        row_deg=deg, col_deg=deg, num_in=view.num_out, sync=False)
+                        row_deg=deg, col_deg=deg, num_in=view.num_out, sync=False,
+                        loss_weight=self.weights)
