@@ -150,7 +150,8 @@ class _WidthInHeader(Codec):
         body = self.body.encode(rows, generator)
         if body.dtype != torch.uint8:
             body = body.contiguous().view(torch.uint8).reshape(-1)
-        return torch.cat([torch.tensor([self.bits], dtype=torch.uint8), body])
+        head = torch.tensor([self.bits], dtype=torch.uint8, device=body.device)
+        return torch.cat([head, body])
 
     def decode(self, wire: torch.Tensor, n: int, d: int) -> torch.Tensor:
         body = wire[1:]

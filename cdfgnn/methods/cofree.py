@@ -165,7 +165,8 @@ class CoFree(SyncStrategy):
                                   "rank context")
             rf = _cached_rf(ctx.graph, part)[book.local_nodes]
         w = loss_weights(self.params["reweight"], self._deg, book.global_degree, rf)
-        self.weights = torch.from_numpy(w.astype(np.float32))
+        # the loss weights multiply rows on the run's device
+        self.weights = torch.from_numpy(w.astype(np.float32)).to(ctx.device)
         self._masks: list[np.ndarray] = []
         self._views: dict = {}
         k = self.params["dropedge_k"]
