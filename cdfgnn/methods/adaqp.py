@@ -81,6 +81,7 @@ def assign_bits(ranges_sq: list[float], sizes: list[tuple[int, int]], cost: list
 class AdaQP(SyncStrategy):
     name = "adaqp"
     degenerate = Degenerate({"bits": "32"})   # full precision every message
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     PARAMS = {
         "bits": Param("2,4,8", str, check=lambda s: bool(_bit_list(s)),
                       expect="comma-separated widths", doc="the bit widths to choose from"),

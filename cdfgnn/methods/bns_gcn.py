@@ -38,6 +38,7 @@ class BNSGCN(SyncStrategy):
 
     name = "bns-gcn"
     degenerate = Degenerate({"rate": 1.0})   # every boundary vertex sampled
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"
     supported_models = ("gcn", "sage")   # GAT's edge softmax would need the sampled halo
     PARAMS = {

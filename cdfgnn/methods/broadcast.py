@@ -37,6 +37,7 @@ class Cagnet(SyncStrategy):
 
     name = "cagnet"
     degenerate = Degenerate({})   # whole blocks carry every halo row
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"
 
     def setup(self, ctx) -> None:

@@ -123,6 +123,7 @@ COMMUNICATION_FREE = ("communication-free: a part never sees the rows of its nei
 class CoFree(SyncStrategy):
     name = "cofree"
     degenerate = Degenerate(None, "vertex", reason=COMMUNICATION_FREE)
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "vertex"
     communication_free = True
     full_graph_eval = True
@@ -226,6 +227,7 @@ class CoFreeEdgeCut(SyncStrategy):
 
     name = "cofree-edgecut"
     degenerate = Degenerate(None, reason=COMMUNICATION_FREE)
+    supported_devices = ("cpu", "cuda")   # host CSR views, matrices built on the device
     partition_kind = "edge"
     communication_free = True
     full_graph_eval = True

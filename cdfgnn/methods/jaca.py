@@ -250,6 +250,7 @@ def _capacity_param(v) -> bool:
 class Jaca(SyncStrategy):
     name = "jaca"
     degenerate = Degenerate({"staleness": 1})   # every cached row refreshed every epoch
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"
     PARAMS = {
         "policy": Param("priority", str, choices=POLICIES, doc="admission/eviction policy"),

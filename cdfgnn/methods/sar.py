@@ -79,6 +79,7 @@ class SequentialAggregate(torch.autograd.Function):
 class SAR(SyncStrategy):
     name = "sar"
     degenerate = Degenerate({})   # sequential per-peer aggregation is exact
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"
     supported_models = ("gcn", "sage")
 
