@@ -98,7 +98,7 @@ class CdfgnnQuant(CdfgnnBaseline):
                              doc="message encoding of every vertex row sent")}
 
 
-class _CacheState:
+class CacheState:
     """Per (layer, direction): the last pushed contribution and the cached aggregate
     (torch tensors and numpy views of the same memory, for the kernels)."""
 
@@ -190,7 +190,7 @@ class CdfgnnCache(TorchCachePath, CdfgnnBaseline):
         super().__init__(**params)
         self.eps = float(self.params["epsilon"])
         self.meanacc: float | None = None
-        self._state: dict[tuple[int, str], _CacheState] = {}
+        self._state: dict[tuple[int, str], CacheState] = {}
         self._sent: dict[str, list[int]] = defaultdict(lambda: [0, 0])   # tag -> [sent, exact]
         self._shadow_err: dict[str, float] = {}
 
@@ -246,7 +246,7 @@ class CdfgnnCache(TorchCachePath, CdfgnnBaseline):
         rows, width = int(z.shape[0]), int(z.shape[1])
         st = self._state.get((layer, direction))
         if st is None:
-            st = self._state[(layer, direction)] = _CacheState(rows, width)
+            st = self._state[(layer, direction)] = CacheState(rows, width)
         gkey = SyncKey(layer, direction, "gather", True, width)
         skey = SyncKey(layer, direction, "scatter", True, width)
         comm, g, s = self.comm, self._gather, self._scatter

@@ -33,11 +33,11 @@ class TorchCachePath:
         return got[1:]
 
     def _torch_replica_sync(self, z: torch.Tensor, layer: int, direction: str) -> torch.Tensor:
-        from cdfgnn.methods.cdfgnn_cache import _CacheState
+        from cdfgnn.methods.cdfgnn_cache import CacheState
         width = int(z.shape[1])
         st = self._state.get((layer, direction))
         if st is None:
-            st = self._state[(layer, direction)] = _CacheState(z.shape[0], width, z.device)
+            st = self._state[(layer, direction)] = CacheState(z.shape[0], width, z.device)
         gkey = SyncKey(layer, direction, "gather", True, width)
         skey = SyncKey(layer, direction, "scatter", True, width)
         send, recv, masters, cached = self._device_lists(z.device)
