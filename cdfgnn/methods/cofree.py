@@ -253,7 +253,8 @@ class CoFreeEdgeCut(SyncStrategy):
             w = np.zeros(book.num_local, dtype=np.float64)
             w[:owned] = loss_weights("dar", np.diff(self._csr[0])[:owned],
                                      book.global_degree[:owned])
-            self.weights = torch.from_numpy(w.astype(np.float32))
+            # the loss weights multiply rows on the run's device
+            self.weights = torch.from_numpy(w.astype(np.float32)).to(ctx.device)
 
     def prebuilt_views(self, view) -> list:
         return [self.local_view(view, True)]
