@@ -170,10 +170,15 @@ def _check_names(cfg) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = build_train_config(args)
     _check_names(cfg)
+    from cdfgnn.methods.hardware import unverified_warning
     from cdfgnn.train.run import run_training
-
-    record = run_training(cfg)
     from cdfgnn.train.torchrun import is_lead_process
+
+    cfg.check_runtime()   # no GPU: the one-line error, before any warning
+    warning = unverified_warning(cfg.method, cfg.device)
+    if warning and is_lead_process():
+        print(warning, file=sys.stderr)
+    record = run_training(cfg)
     if is_lead_process():  # under torchrun, rank 0 speaks for the run
         summary = record.get("summary", {})
         print(json.dumps({"out": cfg.out, **summary}, default=json_default))

@@ -148,8 +148,14 @@ def _run(graph_file, method, **params):
     ("cdfgnn-cache", {"epsilon": 0.01, "codec": "stochastic-2"}),
 ])
 def test_training_equals_the_torch_implementation(graph_file, monkeypatch, method, params):
+    from cdfgnn.methods.cdfgnn_cache import CdfgnnCache
     fast = _run(graph_file, method, **params)
+    calls = []
+    torch_path = CdfgnnCache._torch_replica_sync
     with monkeypatch.context() as m:
         ref.patch(m)
+        m.setattr(CdfgnnCache, "_torch_replica_sync",
+                  lambda self, *a: calls.append(1) or torch_path(self, *a))
         slow = _run(graph_file, method, **params)
+    assert calls, "the forced torch path was not taken"
     assert fast == slow

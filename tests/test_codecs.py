@@ -251,3 +251,28 @@ def test_codec_kernel_modes_match_the_kernels():
     assert get_codec("linear-4")._mode == K.LINEAR
     assert get_codec("linear-4-midrise")._mode == K.MIDRISE
     assert get_codec("stochastic-2")._mode == K.STOCHASTIC
+
+
+@pytest.mark.parametrize("spec", ["linear-4", "linear-8-midrise", "linear-16", "stochastic-2"])
+def test_the_torch_path_is_chosen_by_device_and_forced_on_the_cpu(spec):
+    """Off the CPU the codecs take the torch path (the numba kernels run on the host);
+    forced on the CPU it gives the kernels' wire bytes (linear: bit for bit) and decodes
+    to their floats, so what a GPU runs is checked here (the stochastic codecs: the
+    distribution, test_stochastic_kernel_codes_follow_the_reference_distribution)."""
+    from cdfgnn.comm.codecs import _kernel_of, _on_device
+
+    codec = get_codec(spec)
+    x = _rows(9, 21, 4, 2.0)
+    assert _kernel_of(x, None) == "numba"
+    assert _kernel_of(torch.empty(2, 2, device="meta"), None) == "torch"
+    with pytest.raises(ValueError, match="numba codec kernels run on the CPU"):
+        _kernel_of(torch.empty(2, 2, device="meta"), "numba")
+    g = torch.Generator().manual_seed(5)
+    assert _on_device(g, x.device) is g and _on_device(None, x.device) is None
+    forced = codec.encode(x, torch.Generator().manual_seed(5), _kernel="torch")
+    assert torch.equal(forced, codec.reference_encode(x, torch.Generator().manual_seed(5)))
+    wire = codec.encode(x, torch.Generator().manual_seed(5))
+    assert forced.shape == wire.shape and forced.dtype == wire.dtype
+    if not spec.startswith("stochastic"):
+        assert torch.equal(forced, wire)
+    assert torch.equal(codec.decode(wire, 9, 21, _kernel="torch"), codec.decode(wire, 9, 21))

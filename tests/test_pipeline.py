@@ -410,8 +410,61 @@ def test_training_jobs_declare_gpus():
     grid.experiments["engine"]["train"]["backend"] = "process"
     assert grid.gpus("engine", "h2x2") == 4          # nccl: one GPU per rank
     text = (REPO / "workflow" / "rules" / "train.smk").read_text()
-    assert text.count("gpu=lambda wc: grid.gpus(wc.experiment, wc.topology)") == 1
-    assert text.count("gpu=lambda wc: grid.gpus(wc.experiment)") == 1
+    assert text.count("gpu=lambda wc: grid.gpus(wc.experiment, wc.topology, wc.method)") == 1
+    assert text.count("gpu=lambda wc: grid.gpus(wc.experiment, trainer=wc.trainer)") == 1
+
+
+def _train_jobs(out: str) -> list[tuple[int, str]]:
+    """(gpu resource, shell command) of every `train` job of a `snakemake -n -p` run."""
+    jobs = []
+    for block in out.split("rule train:")[1:]:
+        gpu = re.search(r"resources: .*\bgpu=(\d+)", block)
+        cmd = re.search(r"Shell command: (cdfgnn train .*)", block)
+        jobs.append((int(gpu.group(1)) if gpu else 0, cmd.group(1)))
+    return jobs
+
+
+def test_full_config_dry_run_trains_on_gpus_and_device_cpu_overrides(tmp_path):
+    """configs/full.yaml: distributed jobs on the process backend with --device cuda and
+    one GPU per rank; `--config device=cpu` plans the same jobs on the CPU, no GPU."""
+    common = ["engine", "-n", "-p", "--cores", "16", "--snakefile", str(REPO / "Snakefile"),
+              "-d", str(tmp_path), "--configfile", str(REPO / "configs" / "full.yaml")]
+    gpu_jobs = _train_jobs(snakemake(*common).stdout)
+    assert gpu_jobs
+    for gpus, cmd in gpu_jobs:
+        args = shlex.split(cmd.split(" > ")[0])
+        workers = int(args[args.index("--workers") + 1])
+        assert args[args.index("--device") + 1] == "cuda", cmd
+        assert args[args.index("--backend") + 1] == "process", cmd
+        assert gpus == workers, (gpus, cmd)
+    cpu_jobs = _train_jobs(snakemake(*common, "--config", "device=cpu").stdout)
+    assert len(cpu_jobs) == len(gpu_jobs)
+    assert all(gpus == 0 and "--device" not in cmd for gpus, cmd in cpu_jobs), cpu_jobs[:2]
+
+
+def test_full_grid_keeps_cpu_only_methods_and_trainers_on_the_cpu():
+    """device: cuda applies where it can run: the sampled track's methods and the
+    mini-batch trainers stay on the CPU (and request no GPU); an experiment's own
+    train.device wins."""
+    cfg = load("full")
+    assert cfg["device"] == "cuda"
+    grid = Grid(cfg)
+    seen = set()
+    for run in grid.all_runs():
+        if run.trainer == "distributed":
+            dev = grid.run_options(run).get("device", "cpu")
+            cuda_ok = "cuda" in grid.plugins.method_devices(grid.methods[run.method]["name"])
+            assert dev == ("cuda" if cuda_ok else "cpu"), run
+            assert (grid.gpus(run.experiment, run.topology, run.method) > 0) == cuda_ok, run
+            seen.add(dev)
+        else:
+            on_gpu = run.trainer in ("full-graph",)
+            assert grid.gpus(run.experiment, trainer=run.trainer) == int(on_gpu), run
+    assert seen == {"cpu", "cuda"}
+    grid.experiments["engine"]["train"]["device"] = "cpu"
+    assert grid.gpus("engine", "h2x2", "exact") == 0
+    with pytest.raises(CdfgnnError, match=r"config device: 'tpu'; valid: cpu, cuda"):
+        Grid({**load("smoke"), "device": "tpu"})
 
 
 def test_lint_is_clean():

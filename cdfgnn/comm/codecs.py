@@ -135,11 +135,15 @@ class _RowQuantizer(Codec, ABC):
     #: kernel mode of :mod:`cdfgnn.comm.quant_kernels` (its LINEAR, MIDRISE, STOCHASTIC)
     _mode: int = 0
 
-    def encode(self, rows, generator=None):
-        """One fused numba pass per row (:func:`cdfgnn.comm.quant_kernels.encode_rows`):
-        min/max, metadata, quantise, pack; the same wire bytes as :meth:`reference_encode`
-        (bit for bit for the linear codecs, in distribution for the stochastic ones)."""
-        if rows.device.type != "cpu":  # the kernels run on the host; the torch path anywhere
+    def encode(self, rows, generator=None, *, _kernel: str | None = None):
+        """On the CPU, one fused numba pass per row
+        (:func:`cdfgnn.comm.quant_kernels.encode_rows`): min/max, metadata, quantise,
+        pack. On any other device (cuda), the vectorised torch path
+        (:meth:`reference_encode`), so the rows never leave the device. Both give the
+        same wire bytes (bit for bit for the linear codecs, in distribution for the
+        stochastic ones). ``_kernel`` ("numba" | "torch"), for tests only: force a path
+        (the torch path is checked on the CPU against numba)."""
+        if _kernel_of(rows, _kernel) == "torch":
             return self.reference_encode(rows, generator)
         rows = rows.detach()
         if rows.dtype != torch.float32:
@@ -158,19 +162,20 @@ class _RowQuantizer(Codec, ABC):
             encode_rows(rows.numpy(), wire.numpy(), self.bits, self._mode, seed)
         return wire.reshape(-1)
 
-    def decode(self, wire, n, d):
-        """:func:`cdfgnn.comm.quant_kernels.decode_rows` into one :func:`fresh` float32
-        tensor."""
-        from cdfgnn.comm.quant_kernels import decode_rows
-        if d == 0 or wire.device.type != "cpu":
+    def decode(self, wire, n, d, *, _kernel: str | None = None):
+        """On the CPU, :func:`cdfgnn.comm.quant_kernels.decode_rows` into one
+        :func:`fresh` float32 tensor; elsewhere the torch path on the wire's device."""
+        if d == 0 or _kernel_of(wire, _kernel) == "torch":
             return self.reference_decode(wire, n, d)
+        from cdfgnn.comm.quant_kernels import decode_rows
         buf = wire.reshape(n, self.meta_bytes + self.row_bytes(d))
         out = fresh((n, d))
         if n:
             decode_rows(buf.numpy(), self.bits, self._mode, out.numpy())
         return out
 
-    # ---- the vectorised torch reference of the same wire format (tests compare with it)
+    # ---- the vectorised torch path of the same wire format: the codec on cuda, and the
+    # ---- reference the numba kernels are tested against
     def reference_encode(self, rows, generator=None):
         rows = rows.detach().to(torch.float32).contiguous()
         n, d = rows.shape
@@ -237,13 +242,37 @@ class Stochastic(_RowQuantizer):
     def _quantize(self, rows, generator):
         lo, scale, inv = self._meta(rows)
         x = (rows - lo.to(torch.float32)).mul_(inv)
-        noise = torch.rand(rows.shape, generator=generator, dtype=torch.float32)
+        noise = torch.rand(rows.shape, generator=_on_device(generator, rows.device),
+                           dtype=torch.float32, device=rows.device)
         x.add_(noise).floor_().clamp_(0, self.levels)
         return x.to(torch.int32), torch.cat([lo, scale], dim=1)
 
     def _dequantize(self, codes, meta):
         lo, scale = meta[:, :1], meta[:, 1:]
         return codes.to(torch.float32).mul_(scale).add_(lo)
+
+
+def _kernel_of(t: torch.Tensor, forced: str | None) -> str:
+    """Which path encodes/decodes ``t``: numba on the CPU, torch on any other device
+    (chosen by the tensor's device; ``forced`` only in tests)."""
+    if forced is not None:
+        if forced not in ("numba", "torch"):
+            raise ValueError(f"unknown codec kernel {forced!r}; valid: numba, torch")
+        if forced == "numba" and t.device.type != "cpu":
+            raise ValueError(f"the numba codec kernels run on the CPU, not {t.device}")
+        return forced
+    return "numba" if t.device.type == "cpu" else "torch"
+
+
+def _on_device(generator: torch.Generator | None,
+               device: torch.device) -> torch.Generator | None:
+    """A generator that draws on ``device``: ``generator`` itself where it already does
+    (always on the CPU), else one seeded by one draw of it (the methods seed CPU
+    generators per sync point, so a cuda run stays reproducible)."""
+    if generator is None or generator.device.type == device.type:
+        return generator
+    seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator))
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def _half_down(x: torch.Tensor) -> torch.Tensor:
@@ -292,7 +321,7 @@ def unpack_bits(packed: torch.Tensor, bits: int, d: int) -> torch.Tensor:
         return packed.to(torch.int32)
     per_byte = 8 // bits
     mask = (1 << bits) - 1
-    shifts = torch.arange(0, 8, bits, dtype=torch.uint8)
+    shifts = torch.arange(0, 8, bits, dtype=torch.uint8, device=packed.device)
     codes = (packed.unsqueeze(2) >> shifts) & mask
     return codes.reshape(n, -1)[:, :d].to(torch.int32)
 

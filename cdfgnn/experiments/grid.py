@@ -11,6 +11,9 @@ Config shape::
 
     scale: small                     # size of the synthetic twins
     data_seed: 0                     # seed of the twin generators
+    device: cpu                      # default device of the training jobs (cuda: on the
+                                     # process backend, one GPU per rank; an experiment's
+                                     # own train.device wins; `--config device=cpu`)
     datasets: [synth-arxiv, {mygraph: {from: g.txt.gz, format: snap}}, ...]
     partitioners:                    # wildcard value -> registered partitioner + params
       ebv-g0.1: {name: ebv, params: {gamma: 0.1}}
@@ -58,7 +61,8 @@ from typing import Any, Iterable, Mapping
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Topology
-from cdfgnn.train.config import DISTRIBUTED, ONE_PROCESS_TRAINERS, grid_options
+from cdfgnn.train.config import (DEVICE_TRAINERS, DEVICES, DISTRIBUTED, ONE_PROCESS_TRAINERS,
+                                 grid_options)
 
 # experiment "train" keys -> `cdfgnn train` flags: the TrainConfig fields marked grid=True
 TRAIN_FLAGS: dict[str, str] = {name: opt.flag for name, opt in grid_options().items()}
@@ -102,6 +106,11 @@ class Plugins:
         from cdfgnn.methods import METHODS  # imports torch: only when a config has methods
 
         return METHODS.get(name).partition_kind
+
+    def method_devices(self, name: str) -> tuple[str, ...]:
+        """The devices a registered method declares (``SyncStrategy.supported_devices``)."""
+        from cdfgnn.methods import METHODS
+        return tuple(METHODS.get(name).supported_devices)
 
     def check_method(self, name: str, params: Mapping[str, Any]) -> None:
         """A method preset's parameters pass the method's own declaration (PARAMS)."""
@@ -218,6 +227,9 @@ class Grid:
         self.plugins = plugins or Plugins()
         self.scale = str(config.get("scale", "small"))
         self.data_seed = int(config.get("data_seed", 0))
+        self.device = str(config.get("device", "cpu"))
+        if self.device not in DEVICES:
+            raise CdfgnnError(f"config device: {self.device!r}; valid: {', '.join(DEVICES)}")
         self.partitioners: dict[str, dict] = dict(config.get("partitioners") or {})
         self.methods: dict[str, dict] = dict(config.get("methods") or {})
         self.experiments: dict[str, dict] = dict(config.get("experiments") or {})
@@ -319,7 +331,7 @@ class Grid:
         apart from the files)."""
         method, part = self.methods[run.method], self.partitioners[run.partitioner]
         workers, hosts = self.run_workers(run.experiment, run.topology)
-        train = self.experiments[run.experiment].get("train") or {}
+        train = self.train_options(run.experiment, method=run.method)
         return {**{k: v for k, v in train.items() if v is not None},
                 "dataset": run.dataset, "seed": run.seed,
                 "method": method["name"], "method_params": dict(method.get("params") or {}),
@@ -538,15 +550,37 @@ class Grid:
                      "unless a dataset is a real one.")
         return "\n\n".join(lines)
 
-    def gpus(self, experiment: str, topology: str | None = None) -> int:
+    def train_options(self, experiment: str, trainer: str = DISTRIBUTED,
+                      method: str | None = None) -> dict[str, Any]:
+        """The experiment's ``train`` block as its jobs run it: where the block names no
+        ``device`` and the config's ``device`` is not the CPU, jobs of a trainer that
+        runs there (distributed, full-graph) get that device, and distributed ones the
+        process backend (one GPU per rank: thread ranks would share one GPU). The
+        mini-batch trainer, and a ``method`` preset whose method does not declare the
+        device (the sampled track's), stay on the CPU."""
+        train = dict(self.experiments[experiment].get("train") or {})
+        if "device" in train or self.device == "cpu" or trainer not in DEVICE_TRAINERS:
+            return train
+        if method is not None and self.device not in self.plugins.method_devices(
+                self.methods[method]["name"]):
+            return train
+        train["device"] = self.device
+        if trainer == DISTRIBUTED:
+            train["backend"] = "process"
+        return train
+
+    def gpus(self, experiment: str, topology: str | None = None, method: str | None = None,
+             trainer: str | None = None) -> int:
         """GPUs a training job of ``experiment`` holds (Snakemake resource): 0 on the CPU;
         on cuda one per rank with the process backend (nccl: a GPU each), else 1 (thread
-        ranks share one GPU; one-process trainers)."""
-        train = self.experiments[experiment].get("train") or {}
+        ranks share one GPU; one-process trainers). ``topology`` (and ``method``): a
+        distributed job; else a one-process ``trainer`` (default full-graph)."""
+        trainer = DISTRIBUTED if topology is not None else (trainer or "full-graph")
+        train = self.train_options(experiment, trainer, method)
         if not str(train.get("device", "cpu")).startswith("cuda"):
             return 0
         if topology is not None and train.get("backend", "thread") == "process":
-            return Topology.parse(topology).num_parts
+            return self.run_workers(experiment, topology)[0]
         return 1
 
     def figure_inputs(self, figure: str) -> list[str]:
@@ -599,7 +633,7 @@ class Grid:
                 args += ["--method-param", format_param(k, v)]
         else:
             args += ["--workers", "1", "--hosts", "1"]
-        for key, value in (exp.get("train") or {}).items():
+        for key, value in self.train_options(experiment, trainer, method).items():
             flag = TRAIN_FLAGS[key]
             if value is None:  # null: the option's default
                 continue

@@ -81,6 +81,7 @@ def assign_bits(ranges_sq: list[float], sizes: list[tuple[int, int]], cost: list
 class AdaQP(SyncStrategy):
     name = "adaqp"
     degenerate = Degenerate({"bits": "32"})   # full precision every message
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     PARAMS = {
         "bits": Param("2,4,8", str, check=lambda s: bool(_bit_list(s)),
                       expect="comma-separated widths", doc="the bit widths to choose from"),
@@ -150,7 +151,8 @@ class _WidthInHeader(Codec):
         body = self.body.encode(rows, generator)
         if body.dtype != torch.uint8:
             body = body.contiguous().view(torch.uint8).reshape(-1)
-        return torch.cat([torch.tensor([self.bits], dtype=torch.uint8), body])
+        head = torch.tensor([self.bits], dtype=torch.uint8, device=body.device)
+        return torch.cat([head, body])
 
     def decode(self, wire: torch.Tensor, n: int, d: int) -> torch.Tensor:
         body = wire[1:]

@@ -266,17 +266,12 @@ class Method:
 
     @classmethod
     def _device_problem(cls, device: str, params: dict[str, Any]) -> str | None:
-        """The method (with ``params``) must run on ``device``. The codecs
-        (cdfgnn.comm.codecs) encode on the CPU, so off the CPU only the identity codec
-        is accepted."""
+        """The method must run on ``device``. Every codec encodes where its rows are
+        (numba on the CPU, torch kernels on cuda), so no codec restricts the device."""
         kind = str(device).split(":")[0]
         if kind not in cls.supported_devices:
             return (f"method {cls.name!r} does not run on --device {device}; "
                     f"it supports: {', '.join(cls.supported_devices)}")
-        codec = cls._codec_spec(params)
-        if kind != "cpu" and codec != "none":
-            return (f"method {cls.name!r}: codec={codec!r} encodes on the CPU only; "
-                    f"on --device {device} use codec=none")
         return None
 
     @classmethod
@@ -372,7 +367,7 @@ class SyncStrategy(Method):
         """Per-part evaluation: the weight of every local row's output in its vertex's
         combined output (the engine divides by their sum over the replicas). Default:
         1, the plain mean over the replicas."""
-        return torch.ones(self.book.num_local)
+        return torch.ones(self.book.num_local, device=self.device)
 
     def prebuilt_views(self, view) -> list:
         """Training views whose matrices the engine builds before epoch 0 (outside the
@@ -475,6 +470,11 @@ class SyncStrategy(Method):
                          width=key.width, generator=self.generator(key))
 
     # ------------------------------------------------------------ helpers
+    @property
+    def device(self) -> torch.device:
+        """The run's device: where the method's buffers live (the CPU before setup)."""
+        return self.ctx.device if self.ctx is not None else torch.device("cpu")
+
     def index_lists(self, key: SyncKey) -> tuple[list, list]:
         """(local rows sent to each peer, local rows each peer's message lands on)."""
         send, recv = self.book.send_idx, self.book.recv_idx

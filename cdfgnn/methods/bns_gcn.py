@@ -38,6 +38,7 @@ class BNSGCN(SyncStrategy):
 
     name = "bns-gcn"
     degenerate = Degenerate({"rate": 1.0})   # every boundary vertex sampled
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"
     supported_models = ("gcn", "sage")   # GAT's edge softmax would need the sampled halo
     PARAMS = {
@@ -55,6 +56,9 @@ class BNSGCN(SyncStrategy):
 
     # ------------------------------------------------------------ sampling
     def _mask(self, n: int, receiver: int, sender: int) -> torch.Tensor:
+        """The kept boundary rows of one (receiver, sender) pair this epoch, on the CPU:
+        drawn by a CPU generator, so the same rows are kept on every device (one bool a
+        row; the engine's copy to the run's device is in ``on_epoch_start``)."""
         if n == 0:
             return torch.zeros(0, dtype=torch.bool)
         g = torch.Generator().manual_seed(_sample_seed(self.ctx.seed, self.epoch, receiver, sender))
@@ -65,10 +69,13 @@ class BNSGCN(SyncStrategy):
         if self._sampled_epoch == epoch:
             return
         me = self.ctx.part
-        self._keep_recv = [self._mask(len(i), me, q) for q, i in enumerate(self.book.recv_idx)]
-        self._keep_send = [self._mask(len(i), q, me) for q, i in enumerate(self.book.send_idx)]
-        self._lists = ([i[k.numpy()] for i, k in zip(self.book.send_idx, self._keep_send)],
-                       [i[k.numpy()] for i, k in zip(self.book.recv_idx, self._keep_recv)])
+        keep_recv = [self._mask(len(i), me, q) for q, i in enumerate(self.book.recv_idx)]
+        keep_send = [self._mask(len(i), q, me) for q, i in enumerate(self.book.send_idx)]
+        self._lists = ([i[k.numpy()] for i, k in zip(self.book.send_idx, keep_send)],
+                       [i[k.numpy()] for i, k in zip(self.book.recv_idx, keep_recv)])
+        # the masks select rows of tensors on the run's device: they live there too
+        self._keep_recv = [k.to(self.device) for k in keep_recv]
+        self._keep_send = [k.to(self.device) for k in keep_send]
         self._sampled_epoch = epoch
 
     @property
@@ -110,7 +117,7 @@ def _widen(incoming: list, keep: list[torch.Tensor], width: int, weight: float) 
         if rows is None or k.numel() == 0:
             out.append(None)
             continue
-        full = torch.zeros((k.numel(), width), dtype=rows.dtype)
+        full = torch.zeros((k.numel(), width), dtype=rows.dtype, device=rows.device)
         full[k] = rows * weight if weight != 1.0 else rows
         out.append(full)
     return out

@@ -37,6 +37,7 @@ class Cagnet(SyncStrategy):
 
     name = "cagnet"
     degenerate = Degenerate({})   # whole blocks carry every halo row
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"
 
     def setup(self, ctx) -> None:
@@ -46,9 +47,9 @@ class Cagnet(SyncStrategy):
         self._sizes = [int(len(o)) for o in owned]
         gids = book.local_nodes
         # position of my halo rows from peer q inside q's owned block (sorted by gid)
-        self._pos = [torch.from_numpy(np.searchsorted(owned[q], gids[r])).to(torch.int64)
-                     for q, r in enumerate(book.recv_idx)]
-        self._send = [torch.from_numpy(i).to(torch.int64) for i in book.send_idx]
+        self._pos = [torch.from_numpy(np.searchsorted(owned[q], gids[r])).to(
+            ctx.device, torch.int64) for q, r in enumerate(book.recv_idx)]
+        self._send = [torch.from_numpy(i).to(ctx.device, torch.int64) for i in book.send_idx]
 
     def _fresh(self, key: SyncKey, t: torch.Tensor) -> bool:
         """Does this rank broadcast its block at this sync point? (Sancus may skip)"""
@@ -73,7 +74,7 @@ class Cagnet(SyncStrategy):
             if q == me or not self._sizes[q]:
                 outgoing.append(None)
                 continue
-            dense = torch.zeros(self._sizes[q], key.width)
+            dense = torch.zeros(self._sizes[q], key.width, device=self.device)
             if g is not None and self._pos[q].numel():
                 dense[self._pos[q]] = g
             outgoing.append(dense)

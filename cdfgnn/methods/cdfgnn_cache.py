@@ -70,6 +70,7 @@ from cdfgnn.comm.codecs import CODEC_HELP, send_rows
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods import cdfgnn_kernels as K
 from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, valid_codec
+from cdfgnn.methods.cdfgnn_cache_torch import TorchCachePath
 from cdfgnn.methods.exact import Exact
 
 
@@ -97,17 +98,18 @@ class CdfgnnQuant(CdfgnnBaseline):
                              doc="message encoding of every vertex row sent")}
 
 
-class _CacheState:
+class CacheState:
     """Per (layer, direction): the last pushed contribution and the cached aggregate
     (torch tensors and numpy views of the same memory, for the kernels)."""
 
     __slots__ = ("pushed", "agg", "pushed_np", "agg_np")
 
-    def __init__(self, rows: int, width: int):
-        self.pushed = torch.zeros(rows, width)
-        self.agg = torch.zeros(rows, width)
-        self.pushed_np = self.pushed.numpy()
-        self.agg_np = self.agg.numpy()
+    def __init__(self, rows: int, width: int, device: torch.device = torch.device("cpu")):
+        self.pushed = torch.zeros(rows, width, device=device)
+        self.agg = torch.zeros(rows, width, device=device)
+        on_host = self.pushed.device.type == "cpu"   # the kernels' views: host state only
+        self.pushed_np = self.pushed.numpy() if on_host else None
+        self.agg_np = self.agg.numpy() if on_host else None
 
 
 class _Lists:
@@ -147,13 +149,16 @@ class _Lists:
 
 
 @METHODS.register("cdfgnn-cache")
-class CdfgnnCache(CdfgnnBaseline):
-    """CDFGNN's adaptive vertex cache (Algorithm 2, eqs. 6-7)."""
+class CdfgnnCache(TorchCachePath, CdfgnnBaseline):
+    """CDFGNN's adaptive vertex cache (Algorithm 2, eqs. 6-7): the numba kernels on the
+    CPU, the torch path (``cdfgnn_cache_torch.py``) on any other device."""
 
     name = "cdfgnn-cache"
     degenerate = Degenerate({"epsilon": 0.0, "adaptive": False}, "vertex")
-    supported_devices = ("cpu",)   # the cache state and its kernels are host-side (numba)
-    supported_dtypes = ("float32",)  # ... and float32 (cdfgnn_kernels)
+    supported_devices = ("cpu", "cuda")
+    supported_dtypes = ("float32",)  # the numba kernels (cdfgnn_kernels) are float32
+    #: "numba" | "torch" | None (by the rows' device); tests force "torch" on the CPU
+    _kernel: str | None = None
     PARAMS = {
         "epsilon": Param(0.001, float, check=_nonneg, expect=">= 0",
                          doc="initial relative L-inf threshold (paper silent; we choose nu2)"),
@@ -185,7 +190,7 @@ class CdfgnnCache(CdfgnnBaseline):
         super().__init__(**params)
         self.eps = float(self.params["epsilon"])
         self.meanacc: float | None = None
-        self._state: dict[tuple[int, str], _CacheState] = {}
+        self._state: dict[tuple[int, str], CacheState] = {}
         self._sent: dict[str, list[int]] = defaultdict(lambda: [0, 0])   # tag -> [sent, exact]
         self._shadow_err: dict[str, float] = {}
 
@@ -236,10 +241,12 @@ class CdfgnnCache(CdfgnnBaseline):
         if not training:
             return super().replica_sync(prop, z, layer, direction, training)
         z = z.detach().to(torch.float32).contiguous()
+        if (self._kernel or ("numba" if z.device.type == "cpu" else "torch")) == "torch":
+            return self._torch_replica_sync(z, layer, direction)
         rows, width = int(z.shape[0]), int(z.shape[1])
         st = self._state.get((layer, direction))
         if st is None:
-            st = self._state[(layer, direction)] = _CacheState(rows, width)
+            st = self._state[(layer, direction)] = CacheState(rows, width)
         gkey = SyncKey(layer, direction, "gather", True, width)
         skey = SyncKey(layer, direction, "scatter", True, width)
         comm, g, s = self.comm, self._gather, self._scatter
@@ -347,16 +354,16 @@ class CdfgnnCache(CdfgnnBaseline):
         def a2a(rows):
             return send_rows(self.comm, rows, "shadow", accounted=False)
 
-        inc = a2a([z[i] if i.numel() else None for i in self._send])
+        send, recv, _, rows = self._device_lists(z.device)
+        inc = a2a([z[i] if i.numel() else None for i in send])
         exact = z.clone()
-        for q, idx in enumerate(self._recv):
+        for q, idx in enumerate(recv):
             if idx.numel() and inc[q] is not None:
                 exact.index_add_(0, idx, inc[q])
-        inc = a2a([exact[i] if i.numel() else None for i in self._recv])
-        for q, idx in enumerate(self._send):
+        inc = a2a([exact[i] if i.numel() else None for i in recv])
+        for q, idx in enumerate(send):
             if idx.numel() and inc[q] is not None:
                 exact[idx] = inc[q]
-        rows = self._cached
         tag = f"{direction}/{layer}"
         if rows.numel():
             err = float((out[rows] - exact[rows]).abs().max())

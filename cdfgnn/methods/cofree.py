@@ -123,6 +123,7 @@ COMMUNICATION_FREE = ("communication-free: a part never sees the rows of its nei
 class CoFree(SyncStrategy):
     name = "cofree"
     degenerate = Degenerate(None, "vertex", reason=COMMUNICATION_FREE)
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "vertex"
     communication_free = True
     full_graph_eval = True
@@ -165,7 +166,8 @@ class CoFree(SyncStrategy):
                                   "rank context")
             rf = _cached_rf(ctx.graph, part)[book.local_nodes]
         w = loss_weights(self.params["reweight"], self._deg, book.global_degree, rf)
-        self.weights = torch.from_numpy(w.astype(np.float32))
+        # the loss weights multiply rows on the run's device
+        self.weights = torch.from_numpy(w.astype(np.float32)).to(ctx.device)
         self._masks: list[np.ndarray] = []
         self._views: dict = {}
         k = self.params["dropedge_k"]
@@ -225,6 +227,7 @@ class CoFreeEdgeCut(SyncStrategy):
 
     name = "cofree-edgecut"
     degenerate = Degenerate(None, reason=COMMUNICATION_FREE)
+    supported_devices = ("cpu", "cuda")   # host CSR views, matrices built on the device
     partition_kind = "edge"
     communication_free = True
     full_graph_eval = True
@@ -250,7 +253,8 @@ class CoFreeEdgeCut(SyncStrategy):
             w = np.zeros(book.num_local, dtype=np.float64)
             w[:owned] = loss_weights("dar", np.diff(self._csr[0])[:owned],
                                      book.global_degree[:owned])
-            self.weights = torch.from_numpy(w.astype(np.float32))
+            # the loss weights multiply rows on the run's device
+            self.weights = torch.from_numpy(w.astype(np.float32)).to(ctx.device)
 
     def prebuilt_views(self, view) -> list:
         return [self.local_view(view, True)]

@@ -90,6 +90,11 @@ class Pool:
     #: a full pool evicts to admit a better candidate (False: ``variant=public-code``,
     #: candidates only fill free slots, best first, and an entry is never evicted)
     evict = True
+    #: where the rows live: the run's device for a worker's local tier (the paper's GPU
+    #: cache), the host for the shared tier
+    home = torch.device("cpu")
+    #: the shared tier of a cuda run: page-locked host memory (CaPGNN's pinned CPU cache)
+    pinned = False
 
     def __init__(self, n: int, capacity: int, policy: str, priority: np.ndarray,
                  rng: np.random.Generator):
@@ -124,7 +129,7 @@ class Pool:
         self.last[pos[hit]] = self.tick
 
     def get(self, pos: np.ndarray) -> torch.Tensor:
-        return self.rows[torch.from_numpy(pos)]
+        return self.rows[_index(pos, self.rows)]
 
     def put(self, pos: np.ndarray, rows: torch.Tensor, stamps: np.ndarray) -> None:
         if self.capacity <= 0 or pos.size == 0:
@@ -132,18 +137,18 @@ class Pool:
         res = self.resident[pos]
         if res.any():
             upd = pos[res]
-            self._write(upd, rows[torch.from_numpy(res)])
+            self._write(upd, rows[_index(res, rows)])
             self.stamp[upd] = stamps[res]
         new = ~res
         if not new.any():
             return
-        npos, nrows, nst = pos[new], rows[torch.from_numpy(new)], stamps[new]
+        npos, nrows, nst = pos[new], rows[_index(new, rows)], stamps[new]
         self.tick += 1
         free = self.capacity - int(self.resident.sum())
         if npos.size > free and not self.evict:
             admit = np.zeros(npos.size, dtype=bool)
             admit[np.argsort(-self._scores(npos[:0], npos)[1], kind="stable")[:free]] = True
-            npos, nrows, nst = npos[admit], nrows[torch.from_numpy(admit)], nst[admit]
+            npos, nrows, nst = npos[admit], nrows[_index(admit, nrows)], nst[admit]
         elif npos.size > free:
             cur = np.flatnonzero(self.resident)
             score = np.concatenate(self._scores(cur, npos))
@@ -152,7 +157,7 @@ class Pool:
             self.resident[cur[~keep[: cur.size]]] = False
             self.version += 1
             admit = keep[cur.size:]
-            npos, nrows, nst = npos[admit], nrows[torch.from_numpy(admit)], nst[admit]
+            npos, nrows, nst = npos[admit], nrows[_index(admit, nrows)], nst[admit]
         self.resident[npos] = True
         self._write(npos, nrows)
         self.stamp[npos] = nst
@@ -163,8 +168,10 @@ class Pool:
     def _write(self, pos: np.ndarray, rows: torch.Tensor) -> None:
         """Store the rows of resident positions ``pos``."""
         if self.rows is None:
-            self.rows = torch.zeros(self.n, rows.shape[1], dtype=rows.dtype)
-        self.rows[torch.from_numpy(pos)] = rows
+            self.rows = torch.zeros(self.n, rows.shape[1], dtype=rows.dtype, device=self.home)
+            if self.pinned:
+                self.rows = self.rows.pin_memory()
+        self.rows[_index(pos, self.rows)] = rows.to(self.rows.device)
         self.version += 1
 
     def _scores(self, cur: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -180,6 +187,11 @@ class Pool:
             f = float(self.tick + 2)
             return (self.freq[cur] * f + self.last[cur]).astype(float), self.freq[new] * f + self.tick + k
         return self.rng.random(cur.size), 1.0 + self.rng.random(new.size)   # random
+
+
+def _index(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    """A numpy index (positions or a mask) as a tensor on the device of ``like``."""
+    return torch.from_numpy(a).to(like.device)
 
 
 class HostTier:
@@ -238,6 +250,7 @@ def _capacity_param(v) -> bool:
 class Jaca(SyncStrategy):
     name = "jaca"
     degenerate = Degenerate({"staleness": 1})   # every cached row refreshed every epoch
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"
     PARAMS = {
         "policy": Param("priority", str, choices=POLICIES, doc="admission/eviction policy"),
@@ -313,7 +326,7 @@ class Jaca(SyncStrategy):
         bpv = 4 * sum(widths[l] for l in self.layers)
         self.owned = book.num_owned
         self.halo_gids = book.local_nodes[book.num_owned:].astype(np.int64)
-        self.halo_ids_t = torch.from_numpy(self.halo_gids)
+        self.halo_ids_t = torch.from_numpy(self.halo_gids).to(ctx.device)
         self.recv = [np.asarray(i, dtype=np.int64) - self.owned for i in book.recv_idx]
         # the halo rows are laid out by owner: peer q's rows are one block of positions
         self.recv_blocks = [(int(r[0]), int(r[-1]) + 1) if r.size else (0, 0)
@@ -361,6 +374,10 @@ class Jaca(SyncStrategy):
         prio = priority(self.halo_gids)
         self.local = {l: Pool(self.halo_gids.size, self.capacity["local"], self.params["policy"],
                               prio, rng) for l in self.layers}
+        for pool in self.local.values():
+            pool.home = ctx.device
+        #: bytes copied between the host's shared tier and this worker's device (cuda)
+        self.copied = {"h2d": 0, "d2h": 0}
         self.shared = None
         self._shm_turns = 0           # process backend: merge turns per epoch (0: no tier)
         if comm.backend == "process":
@@ -394,6 +411,9 @@ class Jaca(SyncStrategy):
                                            self.params["policy"], priority(host_gids),
                                            self.layers, ctx.seed * 7919 + self.host, users)
                 self.shared = _HOSTS[key]
+                if ctx.device.type == "cuda":
+                    for pool in self.shared.pools.values():
+                        pool.pinned = True
                 self._host_key = key
         if self.shared is not None:
             self.shared_pos = np.searchsorted(host_gids, self.halo_gids)
@@ -408,7 +428,7 @@ class Jaca(SyncStrategy):
         self._all_local: dict[int, bool] = {}   # layer -> every halo row a local hit this epoch
         self._splits: dict[tuple, tuple] = {}   # (view key, norm) -> split matrices
         self._halo_agg = None                   # ((view key, norm, version), A_halo x_halo)
-        self.input_rows = [torch.from_numpy(graph.x[g]) for g in self.send_gids]
+        self.input_rows = [torch.from_numpy(graph.x[g]).to(ctx.device) for g in self.send_gids]
 
     # ------------------------------------------------------------ epochs
     def on_epoch_start(self, epoch: int) -> None:
@@ -440,7 +460,24 @@ class Jaca(SyncStrategy):
             out[f"hit_shared_l{l}"] = float(c[i, 2] / req)
             out[f"hit_l{l}"] = float((c[i, 1] + c[i, 2]) / req)
         out["hit_rate"] = float((c[:, 1] + c[:, 2]).sum() / max(c[:, 0].sum(), 1.0))
+        if self.device.type != "cpu":   # a CPU run copies nothing between host and device
+            out.update({f"{k}_bytes": v for k, v in self.copied.items()})
+            self.copied = {"h2d": 0, "d2h": 0}
         return out
+
+    def _to_device(self, rows: torch.Tensor) -> torch.Tensor:
+        """Shared-tier rows (host) onto this worker's device, counted as ``h2d_bytes``."""
+        if rows.device != self.device:
+            self.copied["h2d"] += rows.numel() * rows.element_size()
+            rows = rows.to(self.device, non_blocking=rows.is_pinned())
+        return rows
+
+    def _to_host(self, rows: torch.Tensor) -> torch.Tensor:
+        """Rows staged for the host's shared tier, counted as ``d2h_bytes``."""
+        if rows.device.type != "cpu":
+            self.copied["d2h"] += rows.numel() * rows.element_size()
+            rows = rows.cpu()
+        return rows
 
     def close(self) -> None:
         """Unmap the process backend's shared segment; leave the thread backend's host
@@ -531,8 +568,9 @@ class Jaca(SyncStrategy):
             return got
         from cdfgnn.models.propagate import SparseMatrix
         mat = prop.matrix(norm)
-        crow = mat.a.crow_indices().numpy()
-        col, val = mat.a.col_indices().numpy(), mat.a.values().numpy()
+        # split on the host once per view; the blocks go back to the matrix's device
+        crow = mat.a.crow_indices().cpu().numpy()
+        col, val = mat.a.col_indices().cpu().numpy(), mat.a.values().cpu().numpy()
         rows_out, n = mat.shape[0], self.owned
         row = np.repeat(np.arange(rows_out), np.diff(crow))
         halo = col >= n
@@ -540,13 +578,13 @@ class Jaca(SyncStrategy):
         def csr(r, c, v, nrows, ncols):
             ptr = np.zeros(nrows + 1, dtype=np.int64)
             np.cumsum(np.bincount(r, minlength=nrows), out=ptr[1:])
-            return SparseMatrix(ptr, c, v, (nrows, ncols))
+            return SparseMatrix(ptr, c, v, (nrows, ncols), mat.a.device)
 
         brows = np.unique(row[halo])
         a_loc = csr(row[~halo], col[~halo], val[~halo], rows_out, n)
         a_halo = csr(np.searchsorted(brows, row[halo]), col[halo] - n, val[halo],
                      brows.size, mat.shape[1] - n)
-        got = (a_loc, a_halo, torch.from_numpy(brows))
+        got = (a_loc, a_halo, torch.from_numpy(brows).to(mat.a.device))
         self._splits[vkey] = got
         return got
 
@@ -564,7 +602,7 @@ class Jaca(SyncStrategy):
             return super().halo_grads(prop, grad_halo, key)
         miss, sels = self._sent[key.layer]
         with self.comm.overhead("cache-check"):       # only the fetched rows' gradients
-            out = [g[torch.from_numpy(miss[r])] if g is not None and r.size else None
+            out = [g[_index(miss[r], g)] if g is not None and r.size else None
                    for g, r in zip(grad_halo, self.recv)]
             out = [None if g is None or not g.shape[0] else g for g in out]
         back = self.send(key, out, [int(s.size) for s in sels])
@@ -575,7 +613,7 @@ class Jaca(SyncStrategy):
                     full.append(None)
                     continue
                 z = g.new_zeros((self.send_lists[q].size, g.shape[1]))
-                z[torch.from_numpy(sels[q])] = g
+                z[_index(sels[q], z)] = g
                 full.append(z)
         return full
 
@@ -606,7 +644,7 @@ class Jaca(SyncStrategy):
                     self.shared.stage(self.comm.rank, layer, "touch", spos, sh)
                 if sh.any():
                     got = need[sh]
-                    rows_s = spool.get(spos[sh])
+                    rows_s = self._to_device(spool.get(spos[sh]))
                     hit_s[got] = True
                     if write:
                         local.put(got, rows_s, spool.stamp[spos[sh]].copy())
@@ -616,7 +654,10 @@ class Jaca(SyncStrategy):
         if key.training:           # hit rates are training's (eval=cached reads the tiers too)
             self.counts[layer] += (n, int(hit_l.sum()), int(hit_s.sum()))
         self._all_local[layer] = bool(n) and bool(hit_l.all())
-        asks = send_rows(self.comm, [None if b is None else torch.from_numpy(b) for b in req],
+        # the request bitmaps travel like the rows (on the run's device: nccl moves no host
+        # tensors); their bits are read on the host
+        asks = send_rows(self.comm, [None if b is None else torch.from_numpy(b).to(self.device)
+                                     for b in req],
                          f"{REQ_TAG}/{layer}")
         with self.comm.overhead("cache-check"):
             outgoing, sels = [], [np.zeros(0, np.int64)] * len(asks)
@@ -625,7 +666,7 @@ class Jaca(SyncStrategy):
                 if ask is None or not size or q == self.comm.rank:
                     outgoing.append(None)
                     continue
-                sel = np.flatnonzero(np.unpackbits(ask.numpy(), count=size))
+                sel = np.flatnonzero(np.unpackbits(ask.cpu().numpy(), count=size))
                 sels[q] = sel
                 outgoing.append(values(q, sel).detach() if sel.size else None)
             counts = [int(miss[r].sum()) for r in self.recv]
@@ -635,20 +676,21 @@ class Jaca(SyncStrategy):
             width = key.width
             if n and hit_l.all():     # steady state: the local pool holds every halo row, in order
                 return local.rows
-            out = torch.zeros(n, width)
+            out = torch.zeros(n, width, device=self.device)
             if hit_l.any():
-                out[torch.from_numpy(hit_l)] = local.get(np.flatnonzero(hit_l))
+                out[_index(hit_l, out)] = local.get(np.flatnonzero(hit_l))
             if hit_s.any():
                 # copied into the local tier above unless it is full: read the shared rows
                 got = np.flatnonzero(hit_s)
-                out[torch.from_numpy(hit_s)] = self.shared.pools[layer].get(self.shared_pos[got])
+                out[_index(hit_s, out)] = self._to_device(
+                    self.shared.pools[layer].get(self.shared_pos[got]))
             for q, r in enumerate(self.recv):
                 m = r[miss[r]]
                 if m.size and fresh[q] is not None:
-                    out[torch.from_numpy(m)] = fresh[q]
+                    out[_index(m, out)] = fresh[q]
             got = np.flatnonzero(miss)
             if got.size and write:
-                rows = out[torch.from_numpy(got)]
+                rows = out[_index(got, out)]
                 stamps = np.full(got.size, epoch, dtype=np.int64)
                 if self.params["variant"] != "public-code":
                     # public code: the local tier fills from shared hits only (op_util.py
@@ -656,5 +698,5 @@ class Jaca(SyncStrategy):
                     local.put(got, rows, stamps)
                 if self.shared is not None:
                     self.shared.stage(self.comm.rank, layer, "put", self.shared_pos[got],
-                                      rows, stamps)
+                                      self._to_host(rows), stamps)
         return out

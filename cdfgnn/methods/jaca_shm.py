@@ -97,7 +97,7 @@ class ShmPool(Pool):
                         lambda self, x: self._ctr.__setitem__(1, x))
 
     def get(self, pos: np.ndarray) -> torch.Tensor:
-        return self.rows[torch.from_numpy(self.slot[pos])]
+        return self.rows[torch.from_numpy(self.slot[pos])]    # host rows (the segment)
 
     def _write(self, pos: np.ndarray, rows: torch.Tensor) -> None:
         slot = self.slot

@@ -208,4 +208,5 @@ class RapaMixin:
 class Rapa(RapaMixin, SyncStrategy):
     name = "rapa"
     degenerate = Degenerate({"prune": False})   # no halo arc dropped
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"

@@ -29,27 +29,30 @@ class _Blocks:
     """A normalised matrix split by column owner: own block and one block per peer."""
 
     def __init__(self, mat: SparseMatrix, n_own: int, recv: list[torch.Tensor]):
-        crow = mat.a.crow_indices().numpy()
-        col = mat.a.col_indices().numpy()
-        val = mat.a.values().numpy()
+        # split once on the host (numpy), then each block goes to the matrix's device
+        crow = mat.a.crow_indices().cpu().numpy()
+        col = mat.a.col_indices().cpu().numpy()
+        val = mat.a.values().cpu().numpy()
+        self.device = mat.a.device
         n_out, n_in = mat.shape
         owner = np.full(n_in, -1, dtype=np.int64)
         pos = np.arange(n_in, dtype=np.int64)
         for q, idx in enumerate(recv):
-            i = idx.numpy()
+            i = idx.cpu().numpy()
             owner[i] = q
             pos[i] = np.arange(i.size)
         rows = np.repeat(np.arange(n_out), np.diff(crow))
-        self.own = self._block(rows, col, val, owner == -1, pos, n_out, n_own)
-        self.peer = [self._block(rows, col, val, owner == q, pos, n_out, int(idx.numel()))
+        self.own = self._block(rows, col, val, owner == -1, pos, n_out, n_own, self.device)
+        self.peer = [self._block(rows, col, val, owner == q, pos, n_out, int(idx.numel()),
+                                 self.device)
                      if idx.numel() else None for q, idx in enumerate(recv)]
 
     @staticmethod
-    def _block(rows, col, val, col_mask, pos, n_out, width) -> SparseMatrix:
+    def _block(rows, col, val, col_mask, pos, n_out, width, device) -> SparseMatrix:
         keep = col_mask[col]
         indptr = np.zeros(n_out + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows[keep], minlength=n_out), out=indptr[1:])
-        return SparseMatrix(indptr, pos[col[keep]], val[keep], (n_out, width))
+        return SparseMatrix(indptr, pos[col[keep]], val[keep], (n_out, width), device)
 
 
 def _mm(m: SparseMatrix, x: torch.Tensor, forward: bool) -> torch.Tensor:
@@ -76,6 +79,7 @@ class SequentialAggregate(torch.autograd.Function):
 class SAR(SyncStrategy):
     name = "sar"
     degenerate = Degenerate({})   # sequential per-peer aggregation is exact
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"
     supported_models = ("gcn", "sage")
 

@@ -49,6 +49,7 @@ GROUP_BITS = (1, 2, 4, 8)
 class _LowBit(SyncStrategy):
     """Sylvie's Low-bit Module on every boundary message (codec from ``bits``)."""
 
+    supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     PARAMS = {
         "bits": Param(1, int, choices=STOCHASTIC_BITS,
                       doc="bits per communicated value (stochastic-b codec; 16: fp16, 32: fp32)"),

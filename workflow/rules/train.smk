@@ -12,7 +12,7 @@ rule train:
         args=lambda wc: grid.train_args(wc.experiment, wc.topology, wc.method),
     threads: grid.threads["train"]
     resources:
-        gpu=lambda wc: grid.gpus(wc.experiment, wc.topology),
+        gpu=lambda wc: grid.gpus(wc.experiment, wc.topology, wc.method),
     log:
         "results/logs/train/{experiment}/{dataset}/{partitioner}/{topology}/{method}/s{seed}.log",
     benchmark:
@@ -34,7 +34,7 @@ rule train_single:
         args=lambda wc: grid.train_args(wc.experiment, trainer=wc.trainer),
     threads: grid.threads["train"]
     resources:
-        gpu=lambda wc: grid.gpus(wc.experiment),
+        gpu=lambda wc: grid.gpus(wc.experiment, trainer=wc.trainer),
     log:
         "results/logs/train/{experiment}/{dataset}/{trainer}/s{seed}.log",
     benchmark:
