@@ -84,7 +84,7 @@ def _phases(ledger_or_totals) -> dict[str, dict[str, Mapping[str, int]]]:
         return ledger_or_totals.to_dict()
     data = dict(ledger_or_totals)
     if data and all(isinstance(v, Mapping) and set(v) <= set(FIELDS) for v in data.values()):
-        return {"total": data}      # {kind: {field: n}}: one phase
+        return {"all": data}        # {kind: {field: n}}: one phase
     return data
 
 
