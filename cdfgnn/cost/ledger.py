@@ -216,7 +216,7 @@ def _tensor_bytes(seq) -> int:
     total = 0
     for a in seq:
         if isinstance(a, torch.Tensor):
-            total += _nbytes(a)
+            total += a.nbytes if a.layout is torch.strided else _nbytes(a)
         elif isinstance(a, (list, tuple)):
             total += _tensor_bytes(a)
     return total
@@ -235,25 +235,68 @@ _FREE = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided
          "stride", "dim", "clone_meta"}
 
 
-def _classify(ledger: Ledger, phase: str, func, args, out) -> None:
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.bool)
+_CALLS, _FLOPS, _BYTES = 0, 1, 2
+
+
+def _index_bytes(args) -> int:
+    return sum(_nbytes(a) for a in args if isinstance(a, torch.Tensor)
+               and a.dtype in _INDEX_DTYPES)
+
+
+def _count_elementwise(ledger: Ledger, phase: str, args, out) -> None:
+    row = ledger._row(phase, "elementwise")
+    row[_CALLS] += 1
+    row[_BYTES] += _tensor_bytes(args) + _tensor_bytes((out,))
+
+
+def _count_gather_read(ledger: Ledger, phase: str, args, out) -> None:
+    row = ledger._row(phase, "gather")
+    row[_CALLS] += 1
+    row[_BYTES] += _index_bytes(args[1:]) + 2 * _tensor_bytes((out,))
+
+
+def _count_gather_write(ledger: Ledger, phase: str, args, out) -> None:
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    row = ledger._row(phase, "gather")
+    row[_CALLS] += 1
+    row[_BYTES] += _index_bytes(tensors) + 3 * (_nbytes(tensors[-1]) if tensors else 0)
+
+
+def _count_dense(ledger: Ledger, phase: str, args, out) -> None:
+    _dense(ledger, phase, "mm", args, out)
+
+
+def _count_addmm(ledger: Ledger, phase: str, args, out) -> None:
+    _dense(ledger, phase, "addmm", args, out)
+
+
+#: per aten overload: its counting function (None: free), decided once
+_HANDLERS: dict = {}
+
+
+def _handler_for(func):
     name = func.overloadpacket.__name__
     if func.is_view or name in _FREE:
-        return
+        return None
+    if name in ("addmm", "baddbmm"):
+        return _count_addmm
     if name in _DENSE:
-        _dense(ledger, phase, name, args, out)
-    elif name in _GATHER_READ:
-        idx = sum(_nbytes(a) for a in args[1:] if isinstance(a, torch.Tensor)
-                  and a.dtype in (torch.int64, torch.int32, torch.bool))
-        ledger.add(phase, "gather", calls=1, bytes=idx + 2 * _tensor_bytes([out]))
-    elif name in _GATHER_WRITE:
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        idx = sum(_nbytes(a) for a in tensors if a.dtype in (torch.int64, torch.int32,
-                                                             torch.bool))
-        src = _nbytes(tensors[-1]) if tensors else 0
-        ledger.add(phase, "gather", calls=1, bytes=idx + 3 * src)
-    else:
-        ledger.add(phase, "elementwise", calls=1,
-                   bytes=_tensor_bytes(args) + _tensor_bytes([out]))
+        return _count_dense
+    if name in _GATHER_READ:
+        return _count_gather_read
+    if name in _GATHER_WRITE:
+        return _count_gather_write
+    return _count_elementwise
+
+
+def _classify(ledger: Ledger, phase: str, func, args, out) -> None:
+    try:
+        handler = _HANDLERS[func]
+    except KeyError:
+        handler = _HANDLERS[func] = _handler_for(func)
+    if handler is not None:
+        handler(ledger, phase, args, out)
 
 
 def _dense(ledger: Ledger, phase: str, name: str, args, out) -> None:
@@ -266,8 +309,10 @@ def _dense(ledger: Ledger, phase: str, name: str, args, out) -> None:
         return
     m, k, n = int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])
     batch = int(a.shape[0]) if a.dim() == 3 else 1
-    ledger.add(phase, "dense", calls=1, flops=2 * batch * m * k * n,
-               bytes=_tensor_bytes(args) + _tensor_bytes([out]))
+    row = ledger._row(phase, "dense")
+    row[_CALLS] += 1
+    row[_FLOPS] += 2 * batch * m * k * n
+    row[_BYTES] += _tensor_bytes(args) + _tensor_bytes((out,))
 
 
 class _CountingMode(TorchDispatchMode):
