@@ -135,7 +135,8 @@ class Communicator(ABC):
         (the CDFGNN cache's exact shadow sync), never the run's own traffic."""
         if len(tensors) != self.world_size:
             raise ValueError(f"all_to_all needs {self.world_size} entries, got {len(tensors)}")
-        return self._all_to_all_impl(tensors)
+        with ledger.paused():
+            return self._all_to_all_impl(tensors)
 
     def all_reduce(self, tensor: torch.Tensor, tag: str = "all_reduce") -> torch.Tensor:
         """Sum ``tensor`` over ranks (in place) and return it; every rank gets the same bits."""
