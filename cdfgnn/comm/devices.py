@@ -229,5 +229,12 @@ def measure(size: int = 2048, repeats: int = 50, density: float = 0.004,
     return out
 
 
+def measured_only(profiles: list[DeviceProfile] | None) -> bool:
+    """True when no profile's times are derived from physical figures (all measured:
+    CaPGNN Table 1 or ``cdfgnn profile``)."""
+    return profiles is not None and not any(p.source.startswith("derived")
+                                            for p in profiles)
+
+
 def describe(profiles: list[DeviceProfile] | None) -> list[dict] | None:
     return None if profiles is None else [asdict(p) for p in profiles]

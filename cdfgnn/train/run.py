@@ -156,9 +156,12 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
     method = build_strategy(cfg.method, cfg.method_params)  # bad parameters: fail here
-    from cdfgnn.comm.devices import describe, factors, parse_devices
+    from cdfgnn.comm.devices import describe, factors, measured_only, parse_devices
     devices = parse_devices(cfg.devices, cfg.workers)
-    slow, xfer = factors(devices, cfg.workers)
+    # the CPU-measured model scales by CaPGNN Table 1 measurements only: a group with a
+    # card CaPGNN did not measure keeps every rank's CPU time as measured (its
+    # device-modelled epoch prices the ledger on the physical figures instead)
+    slow, xfer = factors(devices if measured_only(devices) else None, cfg.workers)
     network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
     prepared = Prepared()  # the sampled track prepares nothing
     if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
