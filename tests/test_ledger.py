@@ -207,8 +207,10 @@ def test_train_devices_records_the_device_model(graph_file, tmp_path, capsys):
     assert dev["profiles"] == ["a100-80", "a100-80"] and dev["default"] is False
     assert rec["summary"]["device_epoch_time_s"] == dev["epoch_s"] > 0
     assert printed["device_profile"] == "a100-80"
-    # the CPU-measured model is still there, beside it
+    # the CPU-measured model is still there, beside it, as measured (CaPGNN did not
+    # measure an A100: no derived slowdown)
     assert rec["summary"]["modelled_epoch_time_s"] > 0 and rec["model_time"]["profile"]
+    assert rec["model_time"]["slowdown"] == [1.0, 1.0]
     assert all(row["device_s"] > 0 for row in rec["epochs"])
     # a plain run names its default profile
     assert main(["train", "--graph", graph_file, "--epochs", "2", "--warmup", "1",
