@@ -7,10 +7,13 @@ Prints ratios measured side by side in one run (targets from issue 2):
   * peak RSS of the thread backend at P=8 / at P=1 (fresh subprocesses)  target <= 2.0
   * epoch time with dropout 0.5 / with dropout 0, same graph, P and backend, the two
     runs interleaved (issue 13)                          target <= 1.15 at P=1 and P=4
+  * epoch time with the operation ledger counting / with counting switched off
+    (cdfgnn.cost.ledger), runs interleaved (issue 21)    target <= 1.05
 
 Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [--epochs 10]
        python benchmarks/engine_overhead.py --only dropout --dropout-workers 1,4 \
            --backends thread,process
+       python benchmarks/engine_overhead.py --only ledger --ledger-workers 1,2
 """
 from __future__ import annotations
 
@@ -137,6 +140,49 @@ def dropout_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[i
     return rows
 
 
+def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[int],
+                  rounds: int = 2) -> dict[str, float]:
+    """Median epoch time with the operation ledger counting over the same with counting
+    off, thread backend. Counting alternates epoch by epoch inside each run (the loop's
+    ``counting`` is replaced by one that counts on odd epochs only), so both halves see
+    the same process, caches and machine load."""
+    from contextlib import nullcontext
+
+    from cdfgnn.cost import ledger
+    counting = ledger.counting
+    rows = {}
+    for p in workers:
+        part = partition(graph, p)
+        times: dict[tuple, list[float]] = {(on, c): [] for on in (False, True)
+                                           for c in ("wall_s", "cpu_s")}
+        for _ in range(rounds):
+            calls = {}
+
+            def alternate(led, phase=""):   # every rank thread: its own epoch count
+                import threading
+                k = threading.get_ident()
+                calls[k] = calls.get(k, -1) + 1
+                return counting(led, phase) if calls[k] % 2 else nullcontext(led)
+            ledger.counting = alternate
+            try:
+                got = engine_epoch_times(graph, hidden, 2 * epochs, p, "thread", 0.0, part,
+                                         ("wall_s", "cpu_s"))
+            finally:
+                ledger.counting = counting
+            for c, ts in got.items():
+                for e in range(2 * warmup, 2 * epochs):
+                    times[bool(e % 2), c].append(ts[e])
+        for c in ("wall_s", "cpu_s"):
+            off, on = (float(np.median(times[k, c])) for k in (False, True))
+            unit = c[:-2]
+            rows.update({f"ledger_off_p{p}_{c}": off, f"ledger_on_p{p}_{c}": on,
+                         f"ledger_ratio_p{p}_{unit}": on / off})
+            print(f"GCN P={p} thread epoch {unit:4s}: ledger off {off * 1e3:7.1f} ms, on "
+                  f"{on * 1e3:7.1f} ms, ratio {on / off:.3f} (target <= 1.05) "
+                  f"{'PASS' if on / off <= 1.05 else 'FAIL'}")
+    return rows
+
+
 def peak_rss_child(graph_file: str, workers: int, epochs: int) -> tuple[float, float]:
     """(RSS after loading the graph, peak RSS after training) of a fresh process, in MB."""
     code = ("import benchmarks.engine_overhead as b; from cdfgnn.data.graph import Graph;"
@@ -156,7 +202,9 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--skip-memory", action="store_true")
-    ap.add_argument("--only", choices=["dropout"], help="measure only this line")
+    ap.add_argument("--only", choices=["dropout", "ledger"], help="measure only this line")
+    ap.add_argument("--ledger-workers", default="1,2",
+                    help="P values of the ledger line (comma-separated)")
     ap.add_argument("--dropout-workers", default="1,4",
                     help="P values of the dropout line (comma-separated)")
     ap.add_argument("--backends", default="thread,process",
@@ -167,6 +215,11 @@ def main() -> None:
     print(f"graph: {graph.num_nodes} nodes, {graph.num_edges} undirected edges, "
           f"{graph.num_features} features, {graph.num_classes} classes")
     w = args.warmup
+    ledger = ledger_ratios(graph, args.hidden, args.epochs, w,
+                           [int(v) for v in args.ledger_workers.split(",")])
+    if args.only == "ledger":
+        print(json.dumps(ledger))
+        return
     drop = dropout_ratios(graph, args.hidden, args.epochs, w,
                           [int(v) for v in args.dropout_workers.split(",")],
                           args.backends.split(","))
@@ -208,7 +261,7 @@ def main() -> None:
               f"{'PASS' if m8 / m1 <= 2.0 else 'FAIL'}")
         print(f"  of which training (peak minus RSS after load): P=1 {m1 - base1:.0f} MB, "
               f"P=8 {m8 - base8:.0f} MB")
-    print(json.dumps({**rows, **drop}))
+    print(json.dumps({**rows, **drop, **ledger}))
 
 
 if __name__ == "__main__":

@@ -268,9 +268,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CdfgnnError(f"--graph {args.graph}: file does not exist")
     table = compare(args.graph, workers=args.workers, hosts=args.hosts, network=args.network,
                     methods=args.methods, epochs=args.epochs, seed=args.seed,
-                    out_dir=args.out_dir, train=train,
+                    out_dir=args.out_dir, train=train, devices=args.devices,
                     log=lambda m: print(m, file=sys.stderr))
+    where = table.attrs.get("cluster")
+    print(f"Ranked for {where}." if where else "Ranked on the CPU-measured model.")
     print("\n".join(markdown_table(table)))
+    for line in table.attrs.get("flips", []):
+        print(f"winner by {line}")
     print(f"-> {Path(args.out_dir) / 'compare.csv'}, .md, .png", file=sys.stderr)
     return 0
 
@@ -451,6 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float)
     p.add_argument("--dropout", type=float)
     p.add_argument("--backend", help="thread | process")
+    p.add_argument("--devices", help="device profile(s) the runs are priced on: one for "
+                   "every worker or one per worker (cdfgnn/cost/gpus.yaml; default "
+                   "rtx3090)")
     p.add_argument("--out-dir", default="compare", help="folder for partitions, runs, table")
     p.set_defaults(func=cmd_compare)
 

@@ -148,8 +148,8 @@ def test_device_profiles_scale_modelled_time(graph_file):
 def test_bad_devices_are_named():
     from cdfgnn.comm.devices import parse_devices
 
-    with pytest.raises(CdfgnnError, match=r"unknown device profile 'h100'; valid:"):
-        TrainConfig(workers=4, devices="r9,h100,r9,r9").validate()
+    with pytest.raises(CdfgnnError, match=r"unknown device profile 'h999'; valid:"):
+        TrainConfig(workers=4, devices="r9,h999,r9,r9").validate()
     with pytest.raises(CdfgnnError, match=r"names 3 device\(s\)"):
         parse_devices("x3", 4)
     assert [d.name for d in parse_devices("table4", 3)] == ["rtx3090", "rtx3090", "a40"]

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from cdfgnn.comm.timers import Clock, Tally, clocks_for
+from cdfgnn.cost import ledger
 from cdfgnn.partition.base import Topology
 
 
@@ -134,7 +135,8 @@ class Communicator(ABC):
         (the CDFGNN cache's exact shadow sync), never the run's own traffic."""
         if len(tensors) != self.world_size:
             raise ValueError(f"all_to_all needs {self.world_size} entries, got {len(tensors)}")
-        return self._all_to_all_impl(tensors)
+        with ledger.paused():
+            return self._all_to_all_impl(tensors)
 
     def all_reduce(self, tensor: torch.Tensor, tag: str = "all_reduce") -> torch.Tensor:
         """Sum ``tensor`` over ranks (in place) and return it; every rank gets the same bits."""
@@ -152,11 +154,13 @@ class Communicator(ABC):
         return self._timed(tag, self._broadcast_impl, tensor, src)
 
     def barrier(self) -> None:
-        self._barrier_impl()
+        with ledger.paused():
+            self._barrier_impl()
 
     def all_gather_object(self, obj):
         """Gather a picklable object from every rank (bookkeeping only: not accounted)."""
-        return self._all_gather_object_impl(obj)
+        with ledger.paused():
+            return self._all_gather_object_impl(obj)
 
     @contextmanager
     def overhead(self, tag: str):
@@ -164,7 +168,8 @@ class Communicator(ABC):
         wall, compute = self.clocks
         w, c = wall.start(), compute.start()
         try:
-            yield
+            with ledger.phase(ledger.overhead_phase(tag)):   # counted as device kernels
+                yield
         finally:
             self._seconds.add(tag, w.stop())
             self._overhead_cpu.add(tag, c.stop())
@@ -178,7 +183,8 @@ class Communicator(ABC):
     def _timed(self, tag, fn, *args):
         span = self.clocks[0].start()
         try:
-            return fn(*args)
+            with ledger.paused():   # the network model prices collectives, not the ledger
+                return fn(*args)
         finally:
             self._seconds.add(tag, span.stop())
 

@@ -41,12 +41,14 @@ from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from typing import Sequence
 
+import functools
 import math
 import re
 
 import numpy as np
 import torch
 
+from cdfgnn.cost import ledger
 from cdfgnn.errors import CdfgnnError
 
 LINEAR_BITS = (2, 4, 8, 16)
@@ -57,6 +59,26 @@ CODEC_HELP = ("none | fp32 | fp16 | linear-B (B in 2,4,8,16) | linear-B-midrise 
               "stochastic-b (b in 1,2,4,8,16,32)")
 
 
+def counted(op: str):
+    """Record an encode/decode in the operation ledger as one device kernel family:
+    ``passes`` reads of the input plus one write of the output (``cdfgnn.cost.ledger``);
+    the host implementation's own torch ops are not counted (paused)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(self, x, *args, **kwargs):
+            if not ledger.active():
+                return fn(self, x, *args, **kwargs)
+            with ledger.paused():
+                out = fn(self, x, *args, **kwargs)
+            passes, launches = self.passes[op]
+            ledger.record("codec", calls=launches,
+                          bytes=passes * x.numel() * x.element_size()
+                          + out.numel() * out.element_size())
+            return out
+        return inner
+    return wrap
+
+
 class Codec:
     """Encode ``[n, d]`` float32 rows into one wire tensor and back."""
 
@@ -65,6 +87,9 @@ class Codec:
     bits: int = 32
     #: True if encoding is lossless (the codec cannot change results)
     exact: bool = True
+    #: (reads of the input, kernel launches) per operation on a GPU (operation ledger):
+    #: a cast is one pass; a row quantiser reduces min/max, then quantises and packs
+    passes = {"encode": (1, 1), "decode": (1, 1)}
 
     def encode(self, rows: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         return rows
@@ -91,11 +116,13 @@ def fresh(shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 class Half(Codec):
     spec, bits, exact = "fp16", 16, False
 
+    @counted("encode")
     def encode(self, rows, generator=None):
         if rows.device.type != "cpu":
             return rows.to(torch.float16)
         return fresh(rows.shape, torch.float16).copy_(rows)  # copy_ casts (and is differentiable)
 
+    @counted("decode")
     def decode(self, wire, n, d):
         if wire.device.type != "cpu":
             return wire.to(torch.float32)
@@ -110,6 +137,7 @@ class _RowQuantizer(Codec, ABC):
 
     exact = False
     meta_dtype: torch.dtype = torch.float32
+    passes = {"encode": (2, 2), "decode": (1, 1)}
 
     def __init__(self, bits: int):
         self.bits = bits
@@ -135,6 +163,7 @@ class _RowQuantizer(Codec, ABC):
     #: kernel mode of :mod:`cdfgnn.comm.quant_kernels` (its LINEAR, MIDRISE, STOCHASTIC)
     _mode: int = 0
 
+    @counted("encode")
     def encode(self, rows, generator=None, *, _kernel: str | None = None):
         """On the CPU, one fused numba pass per row
         (:func:`cdfgnn.comm.quant_kernels.encode_rows`): min/max, metadata, quantise,
@@ -162,6 +191,7 @@ class _RowQuantizer(Codec, ABC):
             encode_rows(rows.numpy(), wire.numpy(), self.bits, self._mode, seed)
         return wire.reshape(-1)
 
+    @counted("decode")
     def decode(self, wire, n, d, *, _kernel: str | None = None):
         """On the CPU, :func:`cdfgnn.comm.quant_kernels.decode_rows` into one
         :func:`fresh` float32 tensor; elsewhere the torch path on the wire's device."""

@@ -122,41 +122,52 @@ def load_device(path: str | os.PathLike) -> DeviceProfile:
 
 
 def get_device(spec: str | DeviceProfile) -> DeviceProfile:
-    """A registered profile (name or Table 3 label, any case), or a YAML file's."""
+    """A registered profile (name or Table 3 label, any case), or a YAML file's: a
+    ``cdfgnn profile`` file, or a physical GPU profile (:mod:`cdfgnn.cost.hardware`),
+    whose micro-benchmark times are derived (:func:`derived_from_gpu`)."""
     if isinstance(spec, DeviceProfile):
         return spec
     s = str(spec).strip()
     if s.endswith((".yaml", ".yml")):
-        return load_device(s)
+        if "mm_s" in read_yaml_mapping(Path(s), f"device profile {s}", ", ".join(FIELDS)):
+            return load_device(s)
+        from cdfgnn.cost.hardware import load_gpu
+        return derived_from_gpu(load_gpu(s))
     key = ALIASES.get(s.lower(), s.lower())
     if key not in DEVICE_PROFILES:
-        valid = sorted(DEVICE_PROFILES) + sorted(p.label for p in map(DEVICE_PROFILES.get,
-                                                                         DEVICE_PROFILES))
-        raise CdfgnnError(f"unknown device profile {spec!r}; valid: {', '.join(valid)} "
-                          f"(or a .yaml file from `cdfgnn profile`)")
+        from cdfgnn.cost.hardware import get_gpu
+        return derived_from_gpu(get_gpu(s))   # unknown everywhere: its one-line error
     return DEVICE_PROFILES.get(key)
+
+
+def derived_from_gpu(gpu) -> DeviceProfile:
+    """Table 1 style times for a GPU that CaPGNN did not measure: the reference card's
+    measured times scaled by the ratio of the physical figures (MM by FP32 peak, SpMM
+    and IDT by memory bandwidth, H2D/D2H by host-link bandwidth). Modelled, not
+    measured: the profile's ``source`` says so."""
+    from cdfgnn.cost.hardware import get_gpu
+    ref, ref_gpu = DEVICE_PROFILES.get(REFERENCE), get_gpu(REFERENCE)
+    compute = ref_gpu.fp32_tflops / gpu.fp32_tflops
+    memory = ref_gpu.mem_bw_gbps / gpu.mem_bw_gbps
+    link = ref_gpu.host_link_gbps / gpu.host_link_gbps
+    return DeviceProfile(gpu.name, ref.mm_s * compute, ref.spmm_s * memory, ref.h2d_s * link,
+                         ref.d2h_s * link, ref.idt_s * memory, gpu.memory_gb, "",
+                         f"derived: {REFERENCE}'s CaPGNN Table 1 times x the ratio of "
+                         f"physical figures (cdfgnn/cost/gpus.yaml), not measured")
 
 
 def parse_devices(spec: str | list | None, workers: int | None) -> list[DeviceProfile] | None:
     """One profile per rank from a group name (``x4``), a comma list, or None
     (``workers=None``: check the names only, e.g. a pipeline's train block)."""
-    if spec is None or spec == "" or spec == []:
+    from cdfgnn.cost.hardware import split_devices
+    items = split_devices(spec, workers)   # one name for every rank, a list, or a group
+    if items is None:
+        if workers is None and spec:
+            for s in (spec if isinstance(spec, list) else str(spec).split(",")):
+                if s.strip().lower() not in (*GROUPS, "table4"):
+                    get_device(s)
         return None
-    items = spec if isinstance(spec, list) else [s for s in str(spec).split(",") if s.strip()]
-    if len(items) == 1 and str(items[0]).strip().lower() == "table4":  # the group of P
-        if workers is None:
-            return None
-        if f"x{workers}" not in GROUPS:
-            raise CdfgnnError(f"--devices table4: Table 4 has groups for 2..8 workers, "
-                              f"not {workers}")
-        items = [f"x{workers}"]
-    if len(items) == 1 and str(items[0]).strip().lower() in GROUPS:
-        items = GROUPS[str(items[0]).strip().lower()]
-    profiles = [get_device(s) for s in items]
-    if workers is not None and len(profiles) != workers:
-        raise CdfgnnError(f"--devices names {len(profiles)} device(s) ({spec!r}), the run has "
-                          f"{workers} workers; groups: {', '.join(GROUPS)}")
-    return profiles
+    return [get_device(s) for s in items]
 
 
 def factors(profiles: list[DeviceProfile] | None, workers: int, alpha: float = ALPHA,
@@ -216,6 +227,13 @@ def measure(size: int = 2048, repeats: int = 50, density: float = 0.004,
     out["source"] = (f"cdfgnn profile: {size}^2 float32, {repeats} runs, SpMM density "
                      f"{density}; std " + ", ".join(f"{k} {v:.2e}" for k, v in stds.items()))
     return out
+
+
+def measured_only(profiles: list[DeviceProfile] | None) -> bool:
+    """True when no profile's times are derived from physical figures (all measured:
+    CaPGNN Table 1 or ``cdfgnn profile``)."""
+    return profiles is not None and not any(p.source.startswith("derived")
+                                            for p in profiles)
 
 
 def describe(profiles: list[DeviceProfile] | None) -> list[dict] | None:

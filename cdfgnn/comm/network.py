@@ -34,7 +34,9 @@ Profiles (:data:`NETWORK_PROFILES`):
   5 us latency assumed; broadcast bandwidth = P2P.
 * ``rapidgnn-chameleon``: RapidGNN's cluster, nominal PCIe 3.0 x16 / 10 GbE.
 * ``pcie4-host-staged``: the single-server GPU boxes of CaPGNN and Sylvie, PCIe 4.0
-  halved for host staging, 10 GbE between servers (assumed).
+  halved for host staging, 10 GbE between servers (assumed). Marked ``host_staged``:
+  the device-modelled epoch prices the staging as D2H + H2D copies on each GPU's own
+  host link (intra-host) and adds them to the inter-host link.
 * ``veth-1gbit``: the two-host test of ``tests/test_multihost_netns.py``: two network
   namespaces on one machine joined by a veth pair that ``tc tbf`` shapes to 1 Gbit/s.
 
@@ -72,6 +74,10 @@ class LinkProfile:
     intra_latency_s: float
     inter_latency_s: float
     source: str = ""
+    #: GPU-to-GPU data is staged through host memory (gloo): the device-modelled epoch
+    #: adds a device-to-host copy of what a rank sends and a host-to-device copy of what
+    #: it receives, priced on each GPU's host link (cdfgnn.train.device_time)
+    host_staged: bool = False
 
     def __post_init__(self) -> None:
         for key in ("intra_gbps", "inter_gbps", "intra_bcast_gbps", "inter_bcast_gbps"):
@@ -84,6 +90,9 @@ class LinkProfile:
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise CdfgnnError(f"link profile {self.name!r}: {key} must be a finite number >= 0, "
                                   f"got {v!r}")
+        if not isinstance(self.host_staged, bool):
+            raise CdfgnnError(f"link profile {self.name!r}: host_staged must be true or false, "
+                              f"got {self.host_staged!r}")
 
     def bandwidth(self, link: str, pattern: str = "p2p") -> float:
         """Bytes per second of link class ``link`` ('intra'/'inter') for ``pattern``."""
@@ -115,7 +124,10 @@ _register(LinkProfile("pcie4-host-staged", 15.75, 1.25, 15.75, 1.25, 10e-6, 50e-
                       source="CaPGNN / Sylvie servers: PCIe 4.0 x16 (nominal 31.5 GB/s) "
                              "halved because GPU-to-GPU data is staged through host memory "
                              "without P2P (CaPGNN sec. 2.1); between servers 10 Gbit/s "
-                             "Ethernet assumed (the papers do not say); latencies assumed"))
+                             "Ethernet assumed (the papers do not say); latencies assumed. "
+                             "host-staged: the device model prices the staging as D2H + H2D "
+                             "copies on each GPU's host link instead of the halved intra link",
+                      host_staged=True))
 _register(LinkProfile("veth-1gbit", 0.40, 0.125, 0.40, 0.125, 20e-6, 25e-6,
                       source="two network namespaces on one machine joined by a veth pair "
                              "shaped by tc tbf to 1 Gbit/s (tests/test_multihost_netns.py): "
@@ -142,10 +154,11 @@ def load_profile(path: str | os.PathLike) -> LinkProfile:
         intra_bcast_gbps: 24.0      # optional: broadcast bandwidths (default: P2P's)
         inter_bcast_gbps: 1.25
         source: "measured with ..." # optional: where the numbers come from
+        host_staged: false          # optional: GPU data staged through host memory (gloo)
     """
     path = Path(path)
     spec = read_yaml_mapping(path, f"network profile {path}", ", ".join(PROFILE_KEYS))
-    unknown = sorted(set(spec) - {*PROFILE_KEYS, "name", "source"})
+    unknown = sorted(set(spec) - {*PROFILE_KEYS, "name", "source", "host_staged"})
     if unknown:
         raise CdfgnnError(f"network profile {path}: unknown key(s) {unknown}; valid: "
                           f"name, source, {', '.join(PROFILE_KEYS)}")
@@ -157,7 +170,8 @@ def load_profile(path: str | os.PathLike) -> LinkProfile:
                        spec.get("intra_bcast_gbps", spec["intra_gbps"]),
                        spec.get("inter_bcast_gbps", spec["inter_gbps"]),
                        spec["intra_latency_s"], spec["inter_latency_s"],
-                       source=str(spec.get("source", f"user profile {path}")))
+                       source=str(spec.get("source", f"user profile {path}")),
+                       host_staged=spec.get("host_staged", False))
 
 
 def get_profile(spec: str | LinkProfile) -> LinkProfile:

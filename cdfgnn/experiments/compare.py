@@ -13,9 +13,17 @@ Columns (one row per method):
 * ``modelled_tta_s`` / ``measured_tta_s``: time to target, the sum of per-epoch
   modelled / measured times up to the first epoch whose validation metric reaches
   the target (empty when never reached);
+* ``device_epoch_s`` / ``device_tta_s``: the same on the device model, the run's
+  operation ledger priced on ``--devices`` (default profile without it) plus the
+  network model (``model_time.device``); the ranking uses it whenever every run has it;
 * ``bytes_per_epoch`` (all link classes), ``peak_memory_mb``, ``final_test``,
   ``best_val``, ``status`` (``ok`` or the error of a run that failed: one failing
   method never stops the comparison).
+
+Because the counts are priced after the run, ``compare`` also prices the same runs
+again, without training, across a sweep of inter-host bandwidth
+(:data:`SWEEP_GBITS`, Gbit/s) and across device profiles, and reports where the
+winner changes (``sweep.csv``/``.md``).
 
 A method is written ``name`` or ``name:key=value,key=value`` (its parameters). Its
 partitioner is the method's ``default_partitioner`` or, by the partition kind it
@@ -35,9 +43,11 @@ from cdfgnn.experiments.config import parse_params
 
 TARGET_FRACTION = 0.99
 DEFAULT_PARTITIONER = {"edge": "metis", "vertex": "ebv", None: "metis"}
-COLUMNS = ["rank", "method", "partitioner", "modelled_tta_s", "measured_tta_s",
-           "modelled_epoch_s", "measured_epoch_s", "bytes_per_epoch", "peak_memory_mb",
-           "final_test", "best_val", "status"]
+COLUMNS = ["rank", "method", "partitioner", "device_tta_s", "device_epoch_s",
+           "modelled_tta_s", "measured_tta_s", "modelled_epoch_s", "measured_epoch_s",
+           "bytes_per_epoch", "peak_memory_mb", "final_test", "best_val", "status"]
+#: inter-host bandwidths (Gbit/s) of the re-pricing sweep
+SWEEP_GBITS = (1, 2, 5, 10, 25, 50, 100, 200, 400)
 
 
 @dataclass(frozen=True)
@@ -69,9 +79,10 @@ def default_methods() -> list[str]:
 def compare(graph_path: str, *, workers: int, hosts: int, network: str,
             methods: Sequence[str] | None = None, epochs: int = 20, seed: int = 0,
             out_dir: str = "compare", train: dict[str, Any] | None = None,
-            log: Callable[[str], None] = print) -> pd.DataFrame:
+            log: Callable[[str], None] = print, devices: str | None = None) -> pd.DataFrame:
     """Run the comparison; writes partitions, run records, ``compare.csv``/``.md``/``.png``
-    under ``out_dir`` and returns the ranked table."""
+    and the re-pricing sweep ``sweep.csv``/``.md`` under ``out_dir`` and returns the
+    ranked table. ``devices``: the ``--devices`` the ledgers are priced on."""
     from cdfgnn.comm.network import get_profile
     from cdfgnn.data.graph import Graph
     from cdfgnn.methods import METHODS
@@ -79,7 +90,10 @@ def compare(graph_path: str, *, workers: int, hosts: int, network: str,
     from cdfgnn.partition.base import Topology
 
     get_profile(network)  # an unknown profile fails before any work
+    from cdfgnn.cost.hardware import parse_gpus
+    parse_gpus(devices, workers)  # so does an unknown device or a wrong count
     topology = Topology.for_workers(workers, hosts)
+    train = {**(train or {}), **({"devices": devices} if devices else {})}
     specs = [parse_method(m) for m in (methods or default_methods())]
     if not any(s.name == "exact" and not s.params for s in specs):
         specs.insert(0, MethodSpec("exact", "exact", {}))
@@ -101,11 +115,16 @@ def compare(graph_path: str, *, workers: int, hosts: int, network: str,
             part_files[pname] = str(path)
         log(f"training {spec.label} ({pname}, {epochs} epochs) ...")
         records[spec.label] = _train(graph_path, part_files[pname], spec, workers, hosts,
-                                     network, epochs, seed, train or {},
+                                     network, epochs, seed, train,
                                      out / "runs" / f"{_safe(spec.label)}.json")
+    timing_only = bool(graph.meta.get("timing_only"))
     table = rank(records, {s.label: partitioner_for(METHODS.get(s.name)) for s in specs},
-                 timing_only=bool(graph.meta.get("timing_only")))
-    _write(table, out, graph.name, topology.label, network, epochs)
+                 timing_only=timing_only)
+    where = cluster(records)
+    _write(table, out, graph.name, topology.label, network, epochs, where)
+    swept = sweep(records, network, timing_only)
+    _write_sweep(swept, out, where)
+    table.attrs.update(cluster=where, flips=flips(swept))
     return table
 
 
@@ -148,6 +167,11 @@ def rank(records: dict[str, dict | str], partitioners: dict[str, str],
             continue
         s = rec["summary"]
         per = rec["comm"]["per_epoch"]
+        dev = rec.get("model_time", {}).get("device")
+        if dev is not None:
+            row.update(device_epoch_s=dev["epoch_s"])
+            if target is not None:
+                row["device_tta_s"] = time_to_target(rec["epochs"], target, "device_s")
         row.update(status="ok", modelled_epoch_s=s["modelled_epoch_time_s"],
                    measured_epoch_s=s["epoch_time_s"],
                    bytes_per_epoch=per["intra"]["bytes"] + per["inter"]["bytes"],
@@ -165,9 +189,12 @@ def rank(records: dict[str, dict | str], partitioners: dict[str, str],
         if col not in df:
             df[col] = None
     ok = df["status"] == "ok"
-    reached = df["modelled_tta_s"].notna() & ok
+    # the device model when every run has it (the cluster's answer), else the CPU one
+    model = "device" if ok.any() and df.loc[ok, "device_epoch_s"].notna().all() else "modelled"
+    tta, epoch = f"{model}_tta_s", f"{model}_epoch_s"
+    reached = df[tta].notna() & ok
     df["_k1"] = (~reached).astype(int) + (~ok).astype(int)
-    df["_k2"] = df["modelled_tta_s"].where(reached, df["modelled_epoch_s"]).fillna(math.inf)
+    df["_k2"] = df[tta].where(reached, df[epoch]).fillna(math.inf)
     df = df.sort_values(["_k1", "_k2"], kind="stable").drop(columns=["_k1", "_k2"])
     df["rank"] = range(1, len(df) + 1)
     return df[COLUMNS].reset_index(drop=True)
@@ -177,25 +204,121 @@ def _safe(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in label)
 
 
+def cluster(records: dict[str, dict | str]) -> str:
+    """'devices X, network Y' of the device model behind the ranking ('' without it)."""
+    for rec in records.values():
+        dev = rec.get("model_time", {}).get("device") if isinstance(rec, dict) else None
+        if dev:
+            names = sorted(set(dev["profiles"]), key=dev["profiles"].index)
+            default = " (default)" if dev["default"] else ""
+            return f"devices {','.join(names)}{default}, network {dev['network']}"
+    return ""
+
+
+def _winner(times: dict[str, tuple[float, float | None]]) -> str:
+    """The method reaching the target first (else the fastest epoch): times = label ->
+    (epoch s, epochs to target or None)."""
+    def key(item):
+        epoch_s, n = item[1]
+        return (n is None, epoch_s * n if n is not None else epoch_s)
+    return min(times.items(), key=key)[0]
+
+
+def _epochs_to_target(rec: dict, target: float | None) -> int | None:
+    if target is None:
+        return None
+    for i, row in enumerate(rec["epochs"]):
+        if row.get("val") is not None and row["val"] >= target:
+            return i + 1
+    return None
+
+
+def sweep(records: dict[str, dict | str], network: str, timing_only: bool = False,
+          gbits: Sequence[float] = SWEEP_GBITS, devices: Sequence[str] | None = None,
+          ) -> pd.DataFrame:
+    """The winner when the same runs are priced again (no training) at every inter-host
+    bandwidth of ``gbits`` (Gbit/s; intra-host links as ``network``) and on every device
+    profile of ``devices`` (default: all registered), one row per setting."""
+    from dataclasses import replace
+
+    from cdfgnn.comm.network import get_profile
+    from cdfgnn.cost.hardware import registered
+    from cdfgnn.train.device_time import reprice
+
+    ok = {k: r for k, r in records.items()
+          if isinstance(r, dict) and r.get("model_time", {}).get("device")}
+    if not ok:
+        return pd.DataFrame(columns=["sweep", "setting", "winner", "epoch_s"])
+    ref = ok.get("exact")
+    target = None
+    if ref is not None and not timing_only and ref["summary"].get("best_val") is not None:
+        target = TARGET_FRACTION * ref["summary"]["best_val"]
+    steps = {k: _epochs_to_target(r, target) for k, r in ok.items()}
+    base = get_profile(network)
+    rows = []
+    settings = [("inter-host Gbit/s", f"{g:g}", None,
+                 replace(base, name=f"{base.name}@{g:g}Gbit", inter_gbps=g / 8,
+                         inter_bcast_gbps=g / 8)) for g in gbits]
+    settings += [("device", d, d, base) for d in (devices or list(registered()))]
+    for kind, label, dev, link in settings:
+        times = {k: (reprice(r, devices=dev, network=link)["epoch_s"], steps[k])
+                 for k, r in ok.items()}
+        win = _winner(times)
+        rows.append({"sweep": kind, "setting": label, "winner": win,
+                     "epoch_s": times[win][0]})
+    return pd.DataFrame(rows)
+
+
+def flips(df: pd.DataFrame) -> list[str]:
+    """One line per sweep: the winner and the settings where it changes."""
+    out = []
+    for kind, sub in df.groupby("sweep", sort=False):
+        runs, prev = [], None
+        for _, row in sub.iterrows():
+            if row["winner"] != prev:
+                runs.append([row["winner"], row["setting"], row["setting"]])
+                prev = row["winner"]
+            else:
+                runs[-1][2] = row["setting"]
+        parts = [f"{w} ({a}" + ("" if a == b else f" to {b}") + ")" for w, a, b in runs]
+        verdict = "no change" if len(runs) == 1 else f"{len(runs) - 1} change(s)"
+        out.append(f"{kind}: {' -> '.join(parts)} [{verdict}]")
+    return out
+
+
+def _write_sweep(df: pd.DataFrame, out: Path, where: str) -> None:
+    from cdfgnn.report.render import write_table
+
+    notes = [f"Device model re-priced from the runs' counts (no training); base: {where}. "
+             "inter-host rows change only the inter-host bandwidth; device rows put every "
+             "rank on that profile.", *flips(df)]
+    write_table(df, str(out / "sweep.csv"), str(out / "sweep.md"),
+                title="Where does the winner change?", notes=notes, digits=8)
+
+
 def _write(df: pd.DataFrame, out: Path, graph: str, topo: str, network: str,
-           epochs: int) -> None:
+           epochs: int, where: str = "") -> None:
     from cdfgnn.report.render import new_figure, save_figure, write_table
 
     notes = [f"Graph {graph}, topology {topo}, network profile {network}, {epochs} epochs.",
+             f"Ranked on the device model: {where}." if where else
+             "Ranked on the CPU-measured model.",
              f"tta = time to reach {TARGET_FRACTION:.0%} of exact's best validation metric "
-             "(modelled: compute CPU time + NetworkModel communication; measured: wall clock "
-             "on this machine). Empty: not reached."]
+             "(device: the operation ledger priced on the device profiles + NetworkModel "
+             "communication; modelled: compute CPU time + NetworkModel communication; "
+             "measured: wall clock on this machine). Empty: not reached."]
     write_table(df, str(out / "compare.csv"), str(out / "compare.md"),
                 title="Which technique for this graph?", notes=notes)
     ok = df[df["status"] == "ok"]
     fig, axes = new_figure(1, 2, figsize=(11, 0.45 * max(len(ok), 3) + 1.5))
     ax1, ax2 = axes[0]
     y = range(len(ok))
-    ax1.barh(list(y), ok["modelled_epoch_s"], color="C0")
-    ax1.set_title("modelled epoch time (s)")
-    tta = ok["modelled_tta_s"].astype(float)
+    model = "device" if len(ok) and ok["device_epoch_s"].notna().all() else "modelled"
+    ax1.barh(list(y), ok[f"{model}_epoch_s"].astype(float), color="C0")
+    ax1.set_title(f"{model}-modelled epoch time (s)")
+    tta = ok[f"{model}_tta_s"].astype(float)
     ax2.barh(list(y), tta.fillna(0.0), color="C1")
-    ax2.set_title(f"modelled time to {TARGET_FRACTION:.0%} of exact's best val (s)")
+    ax2.set_title(f"{model}-modelled time to {TARGET_FRACTION:.0%} of exact's best val (s)")
     ax1.set_yticks(list(y), list(ok["method"]))
     ax2.set_yticks(list(y), [""] * len(ok))
     for ax in (ax1, ax2):
@@ -204,5 +327,6 @@ def _write(df: pd.DataFrame, out: Path, graph: str, topo: str, network: str,
     for i, v in enumerate(tta):
         if pd.isna(v):
             ax2.text(0, i, " not reached", va="center", fontsize=8)
-    fig.suptitle(f"{graph}, {topo}, network {network} (modelled times)", y=1.04)
+    fig.suptitle(f"{graph}, {topo}, " + (where if model == "device" else
+                                         f"network {network} (CPU-measured model)"), y=1.04)
     save_figure(fig, str(out / "compare.png"))

@@ -67,6 +67,7 @@ import numpy as np
 import torch
 
 from cdfgnn.comm.codecs import CODEC_HELP, send_rows
+from cdfgnn.cost import ledger
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods import cdfgnn_kernels as K
 from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, valid_codec
@@ -110,6 +111,13 @@ class CacheState:
         on_host = self.pushed.device.type == "cpu"   # the kernels' views: host state only
         self.pushed_np = self.pushed.numpy() if on_host else None
         self.agg_np = self.agg.numpy() if on_host else None
+
+
+def _count_kernel(checked: int, moved: int, width: int, kind: str = "cache") -> None:
+    """Operation ledger: a numba cache kernel as the one GPU kernel it would be; it
+    reads two rows (current, cached) per checked row and writes / reads one per moved
+    row (cdfgnn.cost.ledger)."""
+    ledger.record(kind, calls=1, bytes=4 * width * (2 * checked + 2 * moved) + 8 * checked)
 
 
 class _Lists:
@@ -257,6 +265,7 @@ class CdfgnnCache(TorchCachePath, CdfgnnBaseline):
             diff, ooff = g.block(width, self._lossless)
             K.push_changed(zn, st.pushed_np, g.idx, g.off, eps, self._feedback, g.bitmap,
                            g.boff, diff, ooff, g.sel, g.counts)
+            _count_kernel(len(g.idx), int(g.counts.sum()), width)   # the check
             wires = self._wires(g, diff, ooff, gkey, st.pushed_np)
         self._count(gkey, g.counts, self._send)
         incoming = self.send_encoded(gkey, wires, g.counts.tolist())
@@ -268,10 +277,13 @@ class CdfgnnCache(TorchCachePath, CdfgnnBaseline):
                     bitmap, vals = self._decode(incoming[q], len(idx), width)
                     K.add_flagged(st.agg_np, active, idx, bitmap, vals)
             K.master_own(zn, st.pushed_np, st.agg_np, active, self._masters_np, eps)
+            _count_kernel(len(s.idx), len(s.idx), width)             # add the differences
+            _count_kernel(len(self._masters_np), len(self._masters_np), width)
             # phase 3: scatter the cached aggregate of active vertices
             sel_rows, ooff = s.block(width, self._lossless)
             K.select_active(st.agg_np, active, s.idx, s.off, s.bitmap, s.boff, sel_rows, ooff,
                             s.counts)
+            _count_kernel(len(s.idx), int(s.counts.sum()), width)    # the selection
             wires = self._wires(s, sel_rows, ooff, skey, None)
         self._count(skey, s.counts, self._recv)
         incoming = self.send_encoded(skey, wires, s.counts.tolist())
@@ -280,9 +292,11 @@ class CdfgnnCache(TorchCachePath, CdfgnnBaseline):
                 if incoming[q] is not None and len(idx):
                     bitmap, vals = self._decode(incoming[q], len(idx), width)
                     K.set_flagged(st.agg_np, idx, bitmap, vals)
+            _count_kernel(len(g.idx), len(g.idx), width)
         # the synchronised tensor (the baseline builds its own, as compute, too)
         out = torch.empty_like(z)
         K.assemble(zn, st.agg_np, cached, out.numpy())
+        _count_kernel(rows, rows, width, "elementwise")
         if self.params["shadow"]:
             self._shadow(z, out, layer, direction)
         return out

@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from cdfgnn.comm.codecs import send_rows
+from cdfgnn.cost import ledger as oplog
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Degenerate, Param, Prepared, SyncKey, SyncStrategy
 from cdfgnn.models.dropout import apply_mask, dropout_key
@@ -649,6 +650,10 @@ class Jaca(SyncStrategy):
                     if write:
                         local.put(got, rows_s, spool.stamp[spos[sh]].copy())
             miss = ~(hit_l | hit_s)
+            # operation ledger: a freshness check (stamp + use bits) per halo row; rows
+            # from the shared tier live in host memory: a host-to-device copy on a GPU
+            oplog.record("cache", calls=1, bytes=16 * n)
+            oplog.record("copy", calls=int(hit_s.any()), bytes=4 * key.width * int(hit_s.sum()))
             # one bit per row of each owner's list: which rows to send
             req = [np.packbits(miss[r]) if r.size else None for r in self.recv]
         if key.training:           # hit rates are training's (eval=cached reads the tiers too)

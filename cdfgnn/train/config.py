@@ -133,9 +133,11 @@ class TrainConfig:
     network: str = field(default="cdfgnn-table2", metadata=option(
         "NetworkModel link profile", "execution", grid=True))
     devices: str | None = field(default=None, metadata=option(
-        "device profile of every worker for the modelled time (CaPGNN heterogeneity): a "
-        "Table 4 group (x2..x8), comma-separated names (rtx3090,a40,...) or profile YAML "
-        "files; default: every worker as measured", "execution", grid=True))
+        "GPU profiles the run's operation ledger is priced on (device-modelled epoch; also "
+        "the CPU-measured model's CaPGNN slowdown): one name for every worker (a100-80, "
+        "h100, ...), one per worker (comma-separated), a CaPGNN Table 4 group (x2..x8, "
+        "table4) or profile YAML files; default: rtx3090, CPU time as measured",
+        "execution", grid=True))
     memory_budget: str | None = field(default=None, metadata=option(
         "refuse a run whose estimated peak memory exceeds this (e.g. 16GiB; default: the "
         "memory available on this machine)", "execution", grid=True))

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from cdfgnn.comm.timers import clocks_for
+from cdfgnn.cost import ledger as oplog
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.gnn import GNN, Precomputed
 from cdfgnn.models.propagate import Propagator
@@ -110,6 +111,7 @@ class LoopResult:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     times: list[EpochTimes] = field(default_factory=list)
     traffic: list[dict[str, Any]] = field(default_factory=list)   # per epoch, this rank
+    ledgers: list[dict[str, Any]] = field(default_factory=list)   # per epoch: operation counts
     precompute_traffic: dict[str, Any] = field(default_factory=dict)  # once, before epoch 0
     final_state: dict[str, torch.Tensor] = field(default_factory=dict)
 
@@ -188,6 +190,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     if model.precompute_first_layer:
         res.precompute_traffic = precompute_first_layer(model, parts, comm)
     lead_rank = comm is None or comm.rank == 0
+    oplog.attach_layer_phases(model.layers)
     bar = progress(total=epochs, desc="epochs", unit="epoch") if lead_rank else None
     for epoch in range(epochs):
         if comm is not None:
@@ -195,17 +198,23 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         model.train()
         model.epoch = epoch
         wall_span, cpu_span = wall_clock.start(), compute_clock.start()
-        opt.zero_grad(set_to_none=False)
-        loss = torch.zeros((), dtype=torch.float64, device=device)
-        part_spans = []
-        for part in parts:
-            part_spans.append(compute_clock.start())
-            loss = loss + _train_part(model, part, epoch).detach().double()
-            part_spans[-1].stop()
-        if comm is not None and comm.world_size > 1:
-            all_reduce_grads(comm, params)
-        opt.step()
+        counts = oplog.Ledger()
+        with oplog.counting(counts, "optimizer"):   # what a GPU would execute (not timed)
+            opt.zero_grad(set_to_none=False)
+            loss = torch.zeros((), dtype=torch.float64, device=device)
+            part_spans = []
+            for part in parts:
+                part_spans.append(compute_clock.start())
+                oplog.set_phase("fwd/head")
+                loss = loss + _train_part(model, part, epoch).detach().double()
+                part_spans[-1].stop()
+            if comm is not None and comm.world_size > 1:
+                with oplog.phase("reduce"):
+                    all_reduce_grads(comm, params)
+            with oplog.phase("optimizer"):
+                opt.step()
         wall_span.stop(), cpu_span.stop()
+        res.ledgers.append(counts.to_dict())
         # read time (cuda: synchronises on the epoch's last events)
         res.times.append(_epoch_times(comm, wall_span.seconds(), cpu_span.seconds(), lead,
                                       epoch, compute_clock.includes_waits))

@@ -62,6 +62,7 @@ def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
 def result_dict(res: LoopResult) -> dict:
     return {"epochs": res.epochs,
             "times": [t.as_dict() for t in res.times],
+            "ledgers": res.ledgers,
             "final_state": res.final_state}
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Partitioning, Topology
@@ -124,7 +125,7 @@ def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
     peak = peak_rss_mb()
     for row, tm in zip(res["epochs"], res["times"]):  # one process: modelled = its CPU time
         row["modelled_s"], row["wall_s"] = float(tm["cpu_s"]), float(tm["wall_s"])
-    return {
+    body = {
         "partition": None,
         "epochs": res["epochs"],
         "ranks": [{"rank": 0, "host": 0, **t, "peak_rss_mb": peak,
@@ -136,6 +137,9 @@ def _run_one_process(cfg: TrainConfig, graph: Graph) -> dict[str, Any]:
                     "modelled_epoch_time_s": t["cpu_s"], "peak_memory_mb": peak,
                     "timed_epochs": len(res["times"][sl])},
     }
+    if len(res.get("ledgers") or []) == len(res["times"]):   # trainers that count
+        add_device_model(body, cfg, Topology.for_workers(1, 1), [res])
+    return body
 
 
 def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, Any]:
@@ -152,9 +156,12 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
     method = build_strategy(cfg.method, cfg.method_params)  # bad parameters: fail here
-    from cdfgnn.comm.devices import describe, factors, parse_devices
+    from cdfgnn.comm.devices import describe, factors, measured_only, parse_devices
     devices = parse_devices(cfg.devices, cfg.workers)
-    slow, xfer = factors(devices, cfg.workers)
+    # the CPU-measured model scales by CaPGNN Table 1 measurements only: a group with a
+    # card CaPGNN did not measure keeps every rank's CPU time as measured (its
+    # device-modelled epoch prices the ledger on the physical figures instead)
+    slow, xfer = factors(devices if measured_only(devices) else None, cfg.workers)
     network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
     prepared = Prepared()  # the sampled track prepares nothing
     if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
@@ -167,6 +174,7 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
         prepared = method.prepare(graph, part, cfg.devices)
         results = train_distributed(cfg, graph, part, prepared.drop_arcs, session)
         body = assemble_ranks(cfg, topology, network, results)
+        add_device_model(body, cfg, topology, results)
     body["model_time"]["devices"] = describe(devices)
     body["model_time"]["transfer"] = list(network.transfer)
     body["partition"] = {**stats, "file": cfg.partition_file}
@@ -204,6 +212,27 @@ def train_distributed(cfg: TrainConfig, graph: Graph, part: Partitioning,
 
 
 from cdfgnn.comm.tags import VERTEX_TAGS  # noqa: E402
+
+
+def add_device_model(body: dict[str, Any], cfg: TrainConfig, topology: Topology,
+                     results: list[dict]) -> None:
+    """Beside the CPU-measured model: the ledgers priced on ``--devices`` (default
+    profile without it) + the network model (:mod:`cdfgnn.train.device_time`)."""
+    from cdfgnn.train.device_time import collect_inputs, device_model, device_section
+    n = len(results[0]["times"])
+    timed = list(range(n)[timed_slice(cfg.epochs, cfg.warmup)])
+    network = cfg.network if cfg.trainer == "distributed" else "cdfgnn-table2"
+    dev = device_section(collect_inputs(results, timed), cfg.devices, topology.num_parts,
+                         network, topology)
+    every = device_model(collect_inputs(results, range(n)),
+                         [get_gpu(g) for g in dev["profiles"]], network, topology)
+    for row, s in zip(body["epochs"], every["epochs_s"]):
+        row["device_s"] = s
+    body["model_time"]["device"] = dev
+    body["summary"]["device_epoch_time_s"] = dev["epoch_s"]
+    names = sorted(set(dev["profiles"]), key=dev["profiles"].index)
+    body["summary"]["device_profile"] = ",".join(names) + (" (default)" if dev["default"]
+                                                           else "")
 
 
 def _is_vertex_tag(tag: str) -> bool:

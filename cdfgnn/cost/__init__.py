@@ -1,0 +1,1 @@
+"""Device cost model: operation ledger, GPU profiles, efficiency constants, pricing."""

@@ -1,0 +1,372 @@
+"""The operation ledger: what a GPU would execute, counted where it is issued.
+
+Per rank, epoch and phase, a :class:`Ledger` holds integer counts of every kernel
+the training step issues, by kind:
+
+* ``spmm``: sparse (CSR) x dense products: ``nnz`` and ``nnz_w`` (nnz x width,
+  the gathered input elements), ``rows_w`` (output elements), ``cols_w`` (distinct
+  input elements), ``flops`` = 2 nnz width;
+* ``dense``: dense products (mm, addmm, bmm): ``flops`` = 2mnk, ``bytes`` of the
+  operands and the result;
+* ``elementwise``: every other kernel (activation, dropout, bias, normalisation,
+  loss, optimizer arithmetic, reductions, fills): ``bytes`` of its tensor inputs
+  and outputs;
+* ``gather``: indexed reads and writes (index_select, indexing, index_add, scatter,
+  cat): ``bytes`` = index bytes + twice the moved rows' bytes;
+* ``codec``: message encode/decode: ``bytes`` = passes x bytes in + bytes out;
+* ``cache``: cache checks, selections and updates: ``bytes`` read and written;
+* ``copy``: host-device copies (``bytes``), e.g. a host cache tier.
+
+Every kind counts ``calls`` (kernel launches). Counts are integers, so two runs of
+one configuration give equal ledgers whatever the backend, thread interleaving or
+machine (nothing here is timed).
+
+How counting works: :func:`counting` installs, on the calling thread only, a
+``TorchDispatchMode`` that classifies every aten operation the thread issues,
+forward and autograd backward alike (the CPU autograd engine runs backward on the
+calling thread). That covers the dense products, the SpMMs and the elementwise
+work of models and methods without call-site edits, and a method's own torch ops
+(a cache's selections) are counted as what they are. Work a GPU would do as its own
+kernels but that this CPU implementation does outside torch (numba codec and cache
+kernels) is recorded explicitly with :func:`record` by the code that issues it,
+inside :func:`paused` so its torch-side scaffolding is not counted twice. The
+communicator's collectives run paused: the network model prices them.
+
+Why a dispatch mode and not call-site counters or ``FlopCounterMode``: call sites
+would need an edit at every op of every layer and method (GAT alone issues ~15
+kernels per layer), and FlopCounterMode counts FLOPs only. The mode costs one
+Python call per aten op (a few microseconds); ``benchmarks/engine_overhead.py
+--only ledger`` measures it against an epoch. With no active ledger every hook is
+one thread-local lookup.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator, Mapping
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+KINDS = ("spmm", "dense", "elementwise", "gather", "codec", "cache", "copy")
+FIELDS = ("calls", "flops", "bytes", "nnz_w", "rows_w", "cols_w", "nnz")
+_FIELD_INDEX = {f: i for i, f in enumerate(FIELDS)}
+
+
+class Ledger:
+    """``{phase: {kind: [ints in FIELDS order]}}`` with exact (integer) equality."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, list[int]]] = {}
+
+    def _row(self, phase: str, kind: str) -> list[int]:
+        kinds = self._data.get(phase)
+        if kinds is None:
+            kinds = self._data[phase] = {}
+        row = kinds.get(kind)
+        if row is None:
+            row = kinds[kind] = [0] * len(FIELDS)
+        return row
+
+    def add(self, phase: str, kind: str, **fields: int) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown ledger kind {kind!r}; valid: {', '.join(KINDS)}")
+        row = self._row(phase, kind)
+        for k, v in fields.items():
+            row[_FIELD_INDEX[k]] += int(v)
+
+    def merge(self, other: "Ledger") -> "Ledger":
+        for phase, kinds in other._data.items():
+            for kind, vals in kinds.items():
+                row = self._row(phase, kind)
+                for i, v in enumerate(vals):
+                    row[i] += v
+        return self
+
+    @property
+    def phases(self) -> list[str]:
+        return sorted(self._data)
+
+    def get(self, phase: str, kind: str) -> dict[str, int]:
+        row = self._data.get(phase, {}).get(kind, [0] * len(FIELDS))
+        return dict(zip(FIELDS, row))
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """``{kind: {field: sum over phases}}``."""
+        out: dict[str, list[int]] = {}
+        for kinds in self._data.values():
+            for kind, vals in kinds.items():
+                acc = out.setdefault(kind, [0] * len(FIELDS))
+                for i, v in enumerate(vals):
+                    acc[i] += v
+        return {k: dict(zip(FIELDS, out[k])) for k in sorted(out)}
+
+    def calls(self) -> int:
+        return sum(v[0] for kinds in self._data.values() for v in kinds.values())
+
+    def to_dict(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Plain, sorted JSON: ``{phase: {kind: {field: int}}}`` (zero fields left out)."""
+        return {p: {k: {f: v for f, v in zip(FIELDS, vals) if v}
+                    for k, vals in sorted(kinds.items())}
+                for p, kinds in sorted(self._data.items())}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Ledger":
+        led = cls()
+        for phase, kinds in data.items():
+            for kind, fields in kinds.items():
+                led.add(str(phase), str(kind), **{str(f): int(v) for f, v in fields.items()})
+        return led
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Ledger) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"Ledger({self.to_dict()})"
+
+
+# ---------------------------------------------------------------- thread state
+class _State(threading.local):
+    ledger: Ledger | None = None
+    phase: str = "other"
+    paused: int = 0
+
+
+_STATE = _State()
+
+
+def current() -> Ledger | None:
+    """The ledger counting on this thread (None: nothing is counted)."""
+    return _STATE.ledger
+
+
+def active() -> bool:
+    """True when this thread counts and is not paused (explicit records go in)."""
+    return _STATE.ledger is not None and not _STATE.paused
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Attribute what this thread issues inside to phase ``name``."""
+    st = _STATE
+    if st.ledger is None:
+        yield
+        return
+    prev, st.phase = st.phase, name
+    try:
+        yield
+    finally:
+        st.phase = prev
+
+
+def set_phase(name: str) -> str:
+    """Set this thread's phase; returns the previous one (for hooks that cannot nest)."""
+    prev, _STATE.phase = _STATE.phase, name
+    return prev
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """Stop counting torch ops inside (collectives; kernels that record themselves)."""
+    st = _STATE
+    st.paused += 1
+    try:
+        yield
+    finally:
+        st.paused -= 1
+
+
+def record(kind: str, **fields: int) -> None:
+    """Add an explicit entry under the current phase (no-op when not counting)."""
+    st = _STATE
+    if st.ledger is not None and not st.paused:
+        st.ledger.add(st.phase, kind, **fields)
+
+
+def overhead_phase(tag: str) -> str:
+    """The ledger phase of ``Communicator.overhead(tag)`` work: codec or cache."""
+    return "codec" if tag.startswith("codec") else "cache" if tag.startswith("cache") else tag
+
+
+@contextmanager
+def counting(ledger: Ledger, start_phase: str = "other") -> Iterator[Ledger]:
+    """Count every aten op this thread issues inside into ``ledger``."""
+    st = _STATE
+    prev = (st.ledger, st.phase, st.paused)
+    st.ledger, st.phase, st.paused = ledger, start_phase, 0
+    try:
+        with _CountingMode(st):
+            yield ledger
+    finally:
+        st.ledger, st.phase, st.paused = prev
+
+
+# ---------------------------------------------------------------- classification
+def _nbytes(t) -> int:
+    if not isinstance(t, torch.Tensor):
+        return 0
+    if t.layout != torch.strided:
+        return t._nnz() * t.element_size() if t.layout == torch.sparse_csr else 0
+    return t.numel() * t.element_size()
+
+
+def _tensor_bytes(seq) -> int:
+    total = 0
+    for a in seq:
+        if isinstance(a, torch.Tensor):
+            total += a.nbytes if a.layout is torch.strided else _nbytes(a)
+        elif isinstance(a, (list, tuple)):
+            total += _tensor_bytes(a)
+    return total
+
+
+_DENSE = {"mm", "addmm", "bmm", "matmul", "baddbmm"}
+_GATHER_READ = {"index_select", "index", "gather", "cat", "masked_select", "take"}
+_GATHER_WRITE = {"index_add", "index_add_", "index_put", "index_put_", "scatter",
+                 "scatter_", "scatter_add", "scatter_add_", "scatter_reduce",
+                 "scatter_reduce_", "index_copy", "index_copy_", "index_fill_",
+                 "masked_scatter_"}
+#: no kernel on a GPU: allocation, metadata, host scalars
+_FREE = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+         "detach", "alias", "lift_fresh", "_local_scalar_dense", "set_", "resize_",
+         "_to_copy_meta", "is_nonzero", "sym_size", "sym_stride", "sym_numel", "size",
+         "stride", "dim", "clone_meta"}
+
+
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.bool)
+_CALLS, _FLOPS, _BYTES = 0, 1, 2
+
+
+def _index_bytes(args) -> int:
+    return sum(_nbytes(a) for a in args if isinstance(a, torch.Tensor)
+               and a.dtype in _INDEX_DTYPES)
+
+
+def _count_elementwise(ledger: Ledger, phase: str, args, out) -> None:
+    row = ledger._row(phase, "elementwise")
+    row[_CALLS] += 1
+    row[_BYTES] += _tensor_bytes(args) + _tensor_bytes((out,))
+
+
+def _count_gather_read(ledger: Ledger, phase: str, args, out) -> None:
+    row = ledger._row(phase, "gather")
+    row[_CALLS] += 1
+    row[_BYTES] += _index_bytes(args[1:]) + 2 * _tensor_bytes((out,))
+
+
+def _count_gather_write(ledger: Ledger, phase: str, args, out) -> None:
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    row = ledger._row(phase, "gather")
+    row[_CALLS] += 1
+    row[_BYTES] += _index_bytes(tensors) + 3 * (_nbytes(tensors[-1]) if tensors else 0)
+
+
+def _count_dense(ledger: Ledger, phase: str, args, out) -> None:
+    _dense(ledger, phase, "mm", args, out)
+
+
+def _count_addmm(ledger: Ledger, phase: str, args, out) -> None:
+    _dense(ledger, phase, "addmm", args, out)
+
+
+#: per aten overload: its counting function (None: free), decided once
+_HANDLERS: dict = {}
+
+
+def _handler_for(func):
+    name = func.overloadpacket.__name__
+    if func.is_view or name in _FREE:
+        return None
+    if name in ("addmm", "baddbmm"):
+        return _count_addmm
+    if name in _DENSE:
+        return _count_dense
+    if name in _GATHER_READ:
+        return _count_gather_read
+    if name in _GATHER_WRITE:
+        return _count_gather_write
+    return _count_elementwise
+
+
+def _classify(ledger: Ledger, phase: str, func, args, out) -> None:
+    try:
+        handler = _HANDLERS[func]
+    except KeyError:
+        handler = _HANDLERS[func] = _handler_for(func)
+    if handler is not None:
+        handler(ledger, phase, args, out)
+
+
+def _dense(ledger: Ledger, phase: str, name: str, args, out) -> None:
+    a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
+    if a.layout == torch.sparse_csr:   # CSR @ dense: an SpMM
+        rows, cols = int(a.shape[0]), int(a.shape[1])
+        nnz, w = int(a._nnz()), int(b.shape[-1])
+        ledger.add(phase, "spmm", calls=1, flops=2 * nnz * w, nnz=nnz, nnz_w=nnz * w,
+                   rows_w=rows * w, cols_w=cols * w)
+        return
+    m, k, n = int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])
+    batch = int(a.shape[0]) if a.dim() == 3 else 1
+    row = ledger._row(phase, "dense")
+    row[_CALLS] += 1
+    row[_FLOPS] += 2 * batch * m * k * n
+    row[_BYTES] += _tensor_bytes(args) + _tensor_bytes((out,))
+
+
+class _CountingMode(TorchDispatchMode):
+    def __init__(self, state: _State):
+        super().__init__()
+        self.state = state
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        st = self.state
+        if not st.paused:
+            _classify(st.ledger, st.phase, func, args, out)
+        return out
+
+
+# ---------------------------------------------------------------- layer phases
+class _PhaseMark(torch.autograd.Function):
+    """Identity whose backward switches this thread's phase: placed on a layer's output
+    (backward enters the layer) and on its input (backward leaves it)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, name: str) -> torch.Tensor:
+        ctx.name = name
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        if _STATE.ledger is not None:
+            _STATE.phase = ctx.name
+        return grad, None
+
+
+def _mark(x, name: str):
+    if isinstance(x, torch.Tensor) and x.requires_grad:
+        return _PhaseMark.apply(x, name)
+    return x
+
+
+def attach_layer_phases(layers) -> list:
+    """Attribute each module of ``layers`` (a GNN's layers, in order) to phases
+    ``fwd/L{i}`` and ``bwd/L{i}``; work between them is ``fwd/head`` / ``bwd/head``.
+    Returns the hook handles. The hooks do nothing unless this thread counts."""
+    handles = []
+    for i, layer in enumerate(layers):
+        def pre(module, args, i=i):
+            if _STATE.ledger is None:
+                return None
+            _STATE.phase = f"fwd/L{i}"
+            return (_mark(args[0], "bwd/head"), *args[1:])
+
+        def post(module, args, out, i=i):
+            if _STATE.ledger is None:
+                return None
+            _STATE.phase = "fwd/head"
+            return _mark(out, f"bwd/L{i}")
+        handles += [layer.register_forward_pre_hook(pre), layer.register_forward_hook(post)]
+    return handles

@@ -1,0 +1,99 @@
+"""Roofline pricing of an operation ledger on a device profile.
+
+Every ledger entry (kind, counts) costs
+
+    max(flops / (peak x eff_flop), bytes / (bandwidth x eff_bw)) + calls x launch
+
+with the constants of :mod:`cdfgnn.cost.efficiency`. Per kind:
+
+* ``dense``: FP32 peak (TF32 when ``use_tf32``) x ``dense_flop``; operand and result
+  bytes at ``stream_bw``;
+* ``spmm``: its traffic (:func:`spmm_bytes`) at ``spmm_bw``, its 2 nnz w FLOPs at
+  the FP32 peak x ``dense_flop``;
+* ``elementwise``, ``gather``, ``codec``, ``cache``: bytes at ``stream_bw``;
+* ``copy``: host-device bytes over the host link (PCIe) at ``host_copy_bw``.
+
+SpMM traffic is modelled from the graph's own statistics, not calibrated per graph
+class: a CSR SpMM over ``rows`` output rows, ``cols`` input rows and ``nnz`` arcs at
+width ``w`` reads the index and values (12 B per arc: int64 column, float32 value),
+writes ``rows x w`` floats, and reads the input rows: each distinct row once
+(``cols x w``), and every repeated read (``nnz x w - cols x w``) again unless the L2
+holds it. The fraction served by L2 is ``spmm_reuse x min(1, L2 / (4 cols w))``: the
+share of the input matrix the L2 can hold, times a fitted constant. On Reddit at
+width 64 (232,965 x 64 floats = 60 MB) an RTX 3090 (6 MB L2) re-reads nearly every
+row (about 28 GB per SpMM, 30 ms at 936 GB/s x 1.0; dgSPARSE measures about 27 ms),
+while an H800 (50 MB L2) serves part of them from L2 (higher sustained bandwidth,
+as HP-SpMM reports, about 1.1x nominal).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from cdfgnn.cost.efficiency import Efficiency, load_efficiency
+from cdfgnn.cost.hardware import GpuProfile
+from cdfgnn.cost.ledger import FIELDS, Ledger
+
+TERA, GIGA, MEGA = 1e12, 1e9, 1e6
+#: bytes per arc of torch's CSR: int64 column index + float32 value
+ARC_BYTES = 12
+
+
+def spmm_bytes(f: Mapping[str, int], gpu: GpuProfile, eff: Efficiency) -> float:
+    """Modelled DRAM traffic of the SpMMs summed in ``f`` (see the module docstring)."""
+    calls = max(int(f.get("calls", 0)), 1)
+    cols_w, nnz_w = float(f.get("cols_w", 0)), float(f.get("nnz_w", 0))
+    working_set = 4.0 * cols_w / calls           # bytes of one SpMM's input rows
+    fits = min(1.0, gpu.l2_mb * MEGA / working_set) if working_set > 0 else 1.0
+    miss = 1.0 - eff.spmm_reuse * fits
+    repeated = max(nnz_w - cols_w, 0.0)
+    return (4.0 * float(f.get("rows_w", 0)) + 4.0 * cols_w + 4.0 * repeated * miss
+            + ARC_BYTES * float(f.get("nnz", 0)))
+
+
+def op_seconds(kind: str, f: Mapping[str, int], gpu: GpuProfile,
+               eff: Efficiency | None = None) -> float:
+    """Seconds of the ledger entries of one kind (fields summed over its calls)."""
+    eff = eff or load_efficiency()
+    launch = float(f.get("calls", 0)) * gpu.launch_us * 1e-6 * eff.launch
+    mem = gpu.mem_bw_gbps * GIGA
+    flops = float(f.get("flops", 0))
+    fp32 = gpu.fp32_tflops * TERA * eff.dense_flop
+    if kind == "dense":
+        peak = (gpu.tf32_tflops if eff.use_tf32 else gpu.fp32_tflops) * TERA * eff.dense_flop
+        return max(flops / peak, float(f.get("bytes", 0)) / (mem * eff.stream_bw)) + launch
+    if kind == "spmm":
+        return max(flops / fp32, spmm_bytes(f, gpu, eff) / (mem * eff.spmm_bw)) + launch
+    if kind == "copy":
+        return float(f.get("bytes", 0)) / host_copy_rate(gpu, eff) + launch
+    return max(flops / fp32, float(f.get("bytes", 0)) / (mem * eff.stream_bw)) + launch
+
+
+def host_copy_rate(gpu: GpuProfile, eff: Efficiency | None = None) -> float:
+    """Bytes per second of a D2H or H2D copy over the host link."""
+    eff = eff or load_efficiency()
+    return gpu.host_link_gbps * GIGA * eff.host_copy_bw
+
+
+def host_copy_seconds(nbytes: float, gpu: GpuProfile, eff: Efficiency | None = None) -> float:
+    return float(nbytes) / host_copy_rate(gpu, eff)
+
+
+def _phases(ledger_or_totals) -> dict[str, dict[str, Mapping[str, int]]]:
+    """``{phase: {kind: fields}}`` from a Ledger, its ``to_dict()`` or kind totals."""
+    if isinstance(ledger_or_totals, Ledger):
+        return ledger_or_totals.to_dict()
+    data = dict(ledger_or_totals)
+    if data and all(isinstance(v, Mapping) and set(v) <= set(FIELDS) for v in data.values()):
+        return {"all": data}        # {kind: {field: n}}: one phase
+    return data
+
+
+def price(ledger_or_totals, profile: GpuProfile, eff: Efficiency | None = None,
+          ) -> dict[str, float]:
+    """Seconds per phase on ``profile`` (and ``"total"``, their sum)."""
+    eff = eff or load_efficiency()
+    out: dict[str, float] = {}
+    for phase, kinds in _phases(ledger_or_totals).items():
+        out[phase] = sum(op_seconds(kind, f, profile, eff) for kind, f in kinds.items())
+    out["total"] = sum(v for k, v in out.items() if k != "total")
+    return out

@@ -1,0 +1,184 @@
+"""The device-modelled epoch: the operation ledger priced on GPU profiles, plus the
+network model's time for the counted bytes.
+
+Per rank r and timed epoch e (the overlap rule of :func:`cdfgnn.train.run._assemble`):
+
+* ``compute`` = the priced ledger of every phase but codec and cache;
+* ``vertex`` = NetworkModel seconds of the vertex rows + the codec and cache phases
+  priced as device kernels (communication-side work, as the CPU-measured model
+  counts it) + on a ``host_staged`` network a device-to-host copy of the bytes r sends
+  and a host-to-device copy of the bytes it receives (these copies replace the
+  intra-host link, which for such a profile is the staging itself);
+* ``reduce`` = the same for the rest of the traffic (the gradient all-reduce);
+* epoch = ``compute + vertex + reduce`` or, in an epoch whose communication overlapped
+  computation, ``max(compute, vertex) + reduce``; the record gives the mean over timed
+  epochs of the max over ranks.
+
+Counts are kept in the record (``model_time.device.inputs``, epochs with equal counts
+stored once), so :func:`reprice` prices the same run on other devices or another
+network without training again (``cdfgnn compare`` sweeps).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+import numpy as np
+
+from cdfgnn.comm.network import NetworkModel, get_profile
+from cdfgnn.comm.tags import VERTEX_TAGS
+from cdfgnn.cost.efficiency import Efficiency, load_efficiency
+from cdfgnn.cost.hardware import GpuProfile, get_gpu, run_gpus
+from cdfgnn.cost.ledger import Ledger
+from cdfgnn.cost.pricing import host_copy_seconds, price
+from cdfgnn.partition.base import Topology
+
+#: phases priced on the communication side (as the CPU-measured model's overhead)
+COMM_SIDE = ("codec", "cache")
+
+
+def epoch_inputs(ledger: dict, snapshot: dict, overlap: bool, p: int) -> dict[str, Any]:
+    """One rank's counts of one epoch: its ledger and the bytes and messages it sent
+    to every rank, vertex rows apart from the rest (evaluation traffic left out)."""
+    vb, vm, ob, om = (np.zeros(p, dtype=np.int64) for _ in range(4))
+    for tag, d in snapshot.items():
+        if tag.startswith(VERTEX_TAGS):
+            vb += np.asarray(d["bytes"], dtype=np.int64)
+            vm += np.asarray(d["msgs"], dtype=np.int64)
+        elif not tag.startswith("eval"):
+            ob += np.asarray(d["bytes"], dtype=np.int64)
+            om += np.asarray(d["msgs"], dtype=np.int64)
+    return {"ledger": ledger, "vertex_bytes": vb.tolist(), "vertex_msgs": vm.tolist(),
+            "other_bytes": ob.tolist(), "other_msgs": om.tolist(), "overlap": bool(overlap)}
+
+
+def collect_inputs(results: list[dict], epochs: Sequence[int]) -> dict[str, Any]:
+    """The counts of every rank and of the given epochs, equal epochs stored once:
+    ``{"epochs": [...], "ranks": [{"patterns": [inputs, ...], "epoch_pattern": [i, ...]}]}``."""
+    p = len(results)
+    ranks = []
+    for res in results:
+        patterns, index, order = [], {}, []
+        for e in epochs:
+            item = epoch_inputs(res["ledgers"][e], res["traffic"][e] if res.get("traffic")
+                                else {}, res["times"][e].get("overlap", False), p)
+            key = json.dumps(item, sort_keys=True)
+            if key not in index:
+                index[key] = len(patterns)
+                patterns.append(item)
+            order.append(index[key])
+        ranks.append({"patterns": patterns, "epoch_pattern": order})
+    return {"epochs": list(epochs), "ranks": ranks}
+
+
+def _per_epoch(inputs: dict) -> list[list[dict]]:
+    """``[epoch][rank] -> counts`` from :func:`collect_inputs`' compact form."""
+    ranks = inputs["ranks"]
+    return [[rk["patterns"][rk["epoch_pattern"][i]] for rk in ranks]
+            for i in range(len(inputs["epochs"]))]
+
+
+class _Pricer:
+    """Prices ledgers on one GPU, each distinct ledger once."""
+
+    def __init__(self, gpu: GpuProfile, eff: Efficiency):
+        self.gpu, self.eff, self._memo = gpu, eff, {}
+
+    def phases(self, ledger: dict) -> dict[str, float]:
+        key = json.dumps(ledger, sort_keys=True)
+        if key not in self._memo:
+            self._memo[key] = price(Ledger.from_dict(ledger), self.gpu, self.eff)
+        return self._memo[key]
+
+
+def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: Topology,
+                 eff: Efficiency | None = None) -> dict[str, Any]:
+    """Device-modelled times of the epochs in ``inputs`` on ``gpus`` (one per rank) and
+    ``network`` (a link profile name, path or LinkProfile)."""
+    eff = eff or load_efficiency()
+    link = get_profile(network)
+    net = NetworkModel(topology, link)
+    p = topology.num_parts
+    host = np.arange(p) // topology.devices_per_host
+    pricers = {}
+    per_rank_pricer = [pricers.setdefault(g.name, _Pricer(g, eff)) for g in gpus]
+    rows = _per_epoch(inputs)
+    epoch_s = np.zeros(len(rows))
+    parts = np.zeros((len(rows), p, 3))           # compute, vertex, reduce
+    phase_sum: dict[str, float] = {}
+    for i, ranks in enumerate(rows):
+        recv = {k: np.sum([r[f"{k}_bytes"] for r in ranks], axis=0) for k in ("vertex", "other")}
+        worst = 0.0
+        for r, item in enumerate(ranks):
+            phases = per_rank_pricer[r].phases(item["ledger"])
+            side = sum(v for k, v in phases.items() if k in COMM_SIDE)
+            compute = phases["total"] - side
+            vertex = side + _link_seconds(net, link, r, host, item["vertex_bytes"],
+                                          item["vertex_msgs"], recv["vertex"][r], gpus[r], eff)
+            reduce = _link_seconds(net, link, r, host, item["other_bytes"], item["other_msgs"],
+                                   recv["other"][r], gpus[r], eff)
+            t = (max(compute, vertex) if item["overlap"] else compute + vertex) + reduce
+            parts[i, r] = (compute, vertex, reduce)
+            worst = max(worst, t)
+            for k, v in phases.items():
+                if k != "total":
+                    phase_sum[k] = phase_sum.get(k, 0.0) + v
+        epoch_s[i] = worst
+    n = max(len(rows), 1)
+    return {"epoch_s": float(epoch_s.mean()) if len(rows) else 0.0,
+            "epochs_s": epoch_s.tolist(),
+            "compute_s": parts[:, :, 0].mean(axis=0).tolist() if len(rows) else [0.0] * p,
+            "comm_s": (parts[:, :, 1] + parts[:, :, 2]).mean(axis=0).tolist()
+            if len(rows) else [0.0] * p,
+            # summed over ranks, mean over epochs
+            "phases_s": {k: v / n for k, v in sorted(phase_sum.items())}}
+
+
+def _link_seconds(net: NetworkModel, link, r: int, host: np.ndarray, bytes_to, msgs_to,
+                  received: float, gpu: GpuProfile, eff: Efficiency) -> float:
+    """Network seconds of what rank r sent; on a host-staged profile the intra-host link
+    is the staging itself, priced as the D2H + H2D copies on r's host link instead."""
+    b = np.asarray(bytes_to, dtype=np.float64)
+    if link.host_staged:
+        sent = float(b.sum() - b[r])
+        b = np.where(host == host[r], 0.0, b)
+        return (net.comm_seconds(r, b, np.asarray(msgs_to, dtype=np.float64))
+                + host_copy_seconds(sent, gpu, eff) + host_copy_seconds(received, gpu, eff))
+    return net.comm_seconds(r, b, np.asarray(msgs_to, dtype=np.float64))
+
+
+def ledger_totals(inputs: dict) -> dict[str, dict[str, float]]:
+    """``{kind: {field: mean per epoch, summed over ranks}}`` of the counted epochs."""
+    total = Ledger()
+    rows = _per_epoch(inputs)
+    for ranks in rows:
+        for item in ranks:
+            total.merge(Ledger.from_dict(item["ledger"]))
+    n = max(len(rows), 1)
+    return {k: {f: v / n for f, v in fields.items()} for k, fields in total.totals().items()}
+
+
+def device_section(inputs: dict, devices, workers: int, network, topology: Topology,
+                   eff: Efficiency | None = None) -> dict[str, Any]:
+    """The record's ``model_time.device``: profiles, times, ledger totals and the counts."""
+    eff = eff or load_efficiency()
+    gpus, default = run_gpus(devices, workers)
+    model = device_model(inputs, gpus, network, topology, eff)
+    return {"profiles": [g.name for g in gpus], "default": default,
+            "network": get_profile(network).name, "efficiency": eff.describe(),
+            **model, "ledger_totals": ledger_totals(inputs), "inputs": inputs}
+
+
+def reprice(record: dict, devices=None, network=None, eff: Efficiency | None = None,
+            ) -> dict[str, Any]:
+    """Price a run record's counts again on other devices and/or another network (no
+    training). ``devices``: a ``--devices`` spec (default: the record's profiles)."""
+    dev = record["model_time"].get("device")
+    if not dev:
+        raise ValueError("this run record has no device-model counts (model_time.device)")
+    cfg = record["config"]
+    workers = int(cfg["workers"])
+    topology = Topology.for_workers(workers, int(cfg.get("hosts") or 1))
+    gpus = ([get_gpu(n) for n in dev["profiles"]] if devices is None
+            else run_gpus(devices, workers)[0])
+    return device_model(dev["inputs"], gpus, network or dev["network"], topology, eff)

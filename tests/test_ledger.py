@@ -1,0 +1,255 @@
+"""The operation ledger (cdfgnn/cost): counts, GPU profiles, pricing, the device-modelled
+epoch in the run record, `--devices`, and `cdfgnn compare --devices --network`."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cdfgnn.cli import main
+from cdfgnn.cost.efficiency import Efficiency, load_efficiency
+from cdfgnn.cost.estimate import ModelShape, estimate_ledger, rank_shapes
+from cdfgnn.cost.hardware import get_gpu, load_gpu, parse_gpus, registered
+from cdfgnn.cost.ledger import Ledger
+from cdfgnn.cost.pricing import host_copy_seconds, op_seconds, price, spmm_bytes
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.train.config import TrainConfig
+from cdfgnn.train.record import validate_record
+from cdfgnn.train.run import run_training
+
+EFF = Efficiency(dense_flop=0.5, use_tf32=False, stream_bw=0.5, spmm_bw=0.5, spmm_reuse=0.0,
+                 launch=1.0, host_copy_bw=0.5)
+
+
+def _cfg(graph_file, **kw):
+    base = dict(graph=graph_file, dataset=None, epochs=3, warmup=1, hidden=8, workers=2,
+                hosts=1, partitioner="metis", timeout_s=120, seed=0)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _rank_ledger(rec, rank: int = 0, i: int = 0) -> Ledger:
+    rk = rec["model_time"]["device"]["inputs"]["ranks"][rank]
+    return Ledger.from_dict(rk["patterns"][rk["epoch_pattern"][i]]["ledger"])
+
+
+# ------------------------------------------------------------------ counts
+def test_full_graph_counts_equal_hand_computed(graph_file, small_graph):
+    """2-layer GCN on the whole graph: SpMM nnz x width and dense shapes, by hand."""
+    rec = run_training(_cfg(graph_file, trainer="full-graph", workers=1))
+    led = _rank_ledger(rec)
+    n, nnz = small_graph.num_nodes, int(small_graph.indptr[-1])
+    f, h, c = small_graph.num_features, 8, small_graph.num_classes
+    assert led.get("fwd/L0", "spmm") == {"calls": 1, "flops": 2 * nnz * h, "bytes": 0,
+                                         "nnz_w": nnz * h, "rows_w": n * h, "cols_w": n * h,
+                                         "nnz": nnz}
+    assert led.get("fwd/L1", "spmm")["nnz_w"] == nnz * c
+    assert led.get("bwd/L1", "spmm")["nnz_w"] == nnz * c
+    assert led.get("bwd/L0", "spmm")["nnz_w"] == nnz * h
+    assert led.get("fwd/L0", "dense")["flops"] == 2 * n * f * h       # X W0
+    assert led.get("fwd/L1", "dense")["flops"] == 2 * n * h * c       # H W1
+    assert led.get("bwd/L1", "dense") == {**led.get("bwd/L1", "dense"), "calls": 2,
+                                          "flops": 2 * (2 * n * h * c)}  # dW1 and dH
+    assert led.get("bwd/L0", "dense")["calls"] == 1                   # dW0 only: X has no grad
+    assert led.get("bwd/L0", "dense")["flops"] == 2 * f * n * h
+    assert led.get("optimizer", "elementwise")["calls"] > 0
+    assert led.totals()["spmm"]["calls"] == 4
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_estimate_equals_counted_spmm_and_dense(graph_file, small_graph, model):
+    """Counts without training (cdfgnn.cost.estimate) = counted, for exact sync."""
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.partition.book import build_books
+
+    part = partition_graph(small_graph, "metis", Topology.for_workers(2, 1), seed=0)
+    rec = run_training(_cfg(graph_file, model=model, epochs=2, warmup=0))
+    shapes = rank_shapes(build_books(small_graph, part), small_graph.train)
+    shape = ModelShape(model, small_graph.num_features, 8, small_graph.num_classes, 2)
+    for r in range(2):
+        counted, est = _rank_ledger(rec, r), estimate_ledger(shape, shapes[r])
+        for phase in est.phases:
+            for kind in ("spmm", "dense"):
+                assert counted.get(phase, kind) == est.get(phase, kind), (r, phase, kind)
+
+
+def test_thread_and_process_backends_give_identical_ledgers(graph_file):
+    """Counting is deterministic: the same configuration, the same counts and the same
+    device-modelled epoch on both backends (a lossy codec exercises the codec counts)."""
+    kw = dict(method="exact", method_params={"codec": "linear-8"}, workers=2, hosts=2)
+    thread = run_training(_cfg(graph_file, backend="thread", **kw))
+    proc = run_training(_cfg(graph_file, backend="process", **kw))
+    a, b = thread["model_time"]["device"], proc["model_time"]["device"]
+    assert a["inputs"] == b["inputs"]
+    assert abs(a["epoch_s"] - b["epoch_s"]) <= 1e-9 * a["epoch_s"]
+    assert a["ledger_totals"]["codec"]["calls"] > 0
+    assert _rank_ledger(thread).get("codec", "codec")["bytes"] > 0
+
+
+# ------------------------------------------------------------------ pricing
+def test_roofline_costs():
+    gpu = get_gpu("a100-80")
+    f = {"calls": 2, "flops": 10 ** 12, "bytes": 10 ** 6}           # compute bound
+    assert op_seconds("dense", f, gpu, EFF) == pytest.approx(
+        1e12 / (19.5e12 * 0.5) + 2 * 5e-6)
+    f = {"calls": 1, "bytes": 10 ** 9}                               # memory bound
+    assert op_seconds("elementwise", f, gpu, EFF) == pytest.approx(1e9 / (2039e9 * 0.5) + 5e-6)
+    assert op_seconds("dense", f, gpu, EFF.but(use_tf32=True)) == pytest.approx(
+        1e9 / (2039e9 * 0.5) + 5e-6)
+    assert host_copy_seconds(1e9, gpu, EFF) == pytest.approx(1e9 / (31.5e9 * 0.5))
+    assert op_seconds("copy", {"calls": 0, "bytes": 10 ** 9}, gpu, EFF) == pytest.approx(
+        1e9 / (31.5e9 * 0.5))
+
+
+def test_spmm_traffic_uses_the_graphs_reuse():
+    """No reuse: every arc re-reads its row; reuse grows as the input fits in L2."""
+    f = {"calls": 1, "nnz": 1000, "nnz_w": 64000, "rows_w": 6400, "cols_w": 6400,
+         "flops": 128000}
+    gpu = get_gpu("rtx3090")
+    none = spmm_bytes(f, gpu, EFF)
+    assert none == 4 * 6400 + 4 * 6400 + 4 * (64000 - 6400) + 12 * 1000
+    full = spmm_bytes(f, gpu, EFF.but(spmm_reuse=1.0))      # 25.6 KB input fits in 6 MB
+    assert full == 4 * 6400 + 4 * 6400 + 12 * 1000
+    big = {**f, "cols_w": 10 ** 8, "nnz_w": 10 ** 9}         # 400 MB input: L2 holds 1.5%
+    part = spmm_bytes(big, gpu, EFF.but(spmm_reuse=1.0))
+    assert 4 * (10 ** 9 - 10 ** 8) * 0.98 < part - 4 * 6400 - 4 * 10 ** 8 - 12000 < 4 * 9e8
+
+
+def test_price_sums_phases_and_accepts_totals():
+    led = Ledger()
+    led.add("fwd/L0", "dense", calls=1, flops=10 ** 9, bytes=10)
+    led.add("codec", "codec", calls=3, bytes=10 ** 6)
+    gpu = get_gpu("t4")
+    by_phase = price(led, gpu, EFF)
+    assert set(by_phase) == {"fwd/L0", "codec", "total"}
+    assert by_phase["total"] == pytest.approx(by_phase["fwd/L0"] + by_phase["codec"])
+    assert price(led.to_dict(), gpu, EFF) == by_phase
+    assert price(led.totals(), gpu, EFF)["total"] == pytest.approx(by_phase["total"])
+    # a slower card takes longer for the same counts
+    assert price(led, get_gpu("gtx1660ti"), EFF)["total"] > price(led, get_gpu("h100"),
+                                                                 EFF)["total"]
+
+
+def test_host_staged_network_adds_copies(graph_file):
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.train.device_time import device_model, reprice
+
+    rec = run_training(_cfg(graph_file, workers=2, hosts=1, network="cdfgnn-table2"))
+    inputs = rec["model_time"]["device"]["inputs"]
+    topo = Topology.for_workers(2, 1)
+    gpu = [get_gpu("rtx3090")] * 2
+    staged = device_model(inputs, gpu, "pcie4-host-staged", topo, EFF)
+    item = inputs["ranks"][0]["patterns"][0]
+    sent = sum(item["vertex_bytes"])
+    recv = sum(inputs["ranks"][1]["patterns"][0]["vertex_bytes"])
+    copies = host_copy_seconds(sent, gpu[0], EFF) + host_copy_seconds(recv, gpu[0], EFF)
+    assert sent > 0 and copies > 0
+    # intra-host only: the staged link is the copies (+ latency), not the halved PCIe
+    net = device_model(inputs, gpu, "cdfgnn-table2", topo, EFF)
+    assert staged["comm_s"][0] != net["comm_s"][0]
+    assert staged["compute_s"] == net["compute_s"]
+    again = reprice(rec, devices="h100", network="pcie4-host-staged")
+    assert again["epoch_s"] > 0 and again["compute_s"][0] < staged["compute_s"][0]
+
+
+# ------------------------------------------------------------------ profiles
+def test_profiles_cover_the_issue_list_with_sources():
+    need = {"v100", "a100-40", "a100-80", "a800", "h100", "h800", "rtx3090", "rtx-a6000",
+            "a40", "rtx3060", "gtx1660ti", "t4"}
+    profiles = registered()
+    assert need <= set(profiles)
+    for p in profiles.values():
+        assert all(p.sources[k] for k in ("compute", "memory", "l2", "host_link", "launch"))
+    assert [g.name for g in parse_gpus("a100-80", 3)] == ["a100-80"] * 3
+    assert [g.name for g in parse_gpus("r9,G6", 2)] == ["rtx3090", "gtx1660ti"]
+    assert [g.name for g in parse_gpus("x4", 4)] == ["rtx3090", "rtx3090", "a40", "a40"]
+
+
+def test_bad_profile_input_is_one_line(tmp_path):
+    with pytest.raises(CdfgnnError, match=r"unknown device profile 'h999'; valid: v100"):
+        get_gpu("h999")
+    good = {k: v for k, v in get_gpu("t4").describe().items() if k != "name"}
+    bad = dict(good)
+    del bad["mem_bw_gbps"]
+    p = tmp_path / "nobw.yaml"
+    import yaml
+    p.write_text(yaml.safe_dump(bad))
+    with pytest.raises(CdfgnnError, match=r"nobw\.yaml: profile 'nobw' missing \['mem_bw_gbps'\]"):
+        load_gpu(p)
+    p.write_text(yaml.safe_dump({**good, "fp32_tflops": 0}))
+    with pytest.raises(CdfgnnError, match=r"'nobw': fp32_tflops must be a finite number > 0"):
+        load_gpu(p)
+    p.write_text(yaml.safe_dump({**good, "fp32_tflops": 9.0}))
+    assert load_gpu(p).fp32_tflops == 9.0
+    with pytest.raises(CdfgnnError, match=r"names 3 device\(s\)"):
+        parse_gpus("t4,t4,t4", 2)
+    with pytest.raises(CdfgnnError, match=r"efficiency spmm_bw"):
+        EFF.but(spmm_bw=0.0)
+
+
+def test_the_shipped_efficiency_file_loads():
+    eff = load_efficiency()
+    assert 0 < eff.dense_flop <= 1 and eff.source
+
+
+# ------------------------------------------------------------------ CLI
+def test_train_devices_records_the_device_model(graph_file, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["train", "--graph", graph_file, "--epochs", "3", "--warmup", "1",
+                 "--hidden", "8", "--workers", "2", "--devices", "a100-80",
+                 "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rec = json.loads(out.read_text())
+    validate_record(rec)
+    dev = rec["model_time"]["device"]
+    assert dev["profiles"] == ["a100-80", "a100-80"] and dev["default"] is False
+    assert rec["summary"]["device_epoch_time_s"] == dev["epoch_s"] > 0
+    assert printed["device_profile"] == "a100-80"
+    # the CPU-measured model is still there, beside it, as measured (CaPGNN did not
+    # measure an A100: no derived slowdown)
+    assert rec["summary"]["modelled_epoch_time_s"] > 0 and rec["model_time"]["profile"]
+    assert rec["model_time"]["slowdown"] == [1.0, 1.0]
+    assert all(row["device_s"] > 0 for row in rec["epochs"])
+    # a plain run names its default profile
+    assert main(["train", "--graph", graph_file, "--epochs", "2", "--warmup", "1",
+                 "--hidden", "8", "--workers", "2"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])[
+        "device_profile"] == "rtx3090 (default)"
+
+
+def test_train_bad_devices_one_line_nothing_written(graph_file, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    code = main(["train", "--graph", graph_file, "--epochs", "2", "--workers", "2",
+                 "--devices", "h999", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "h999" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_compare_ranks_for_the_named_cluster(tmp_path, capsys):
+    """An imported graph (timing only), priced on a100-80 and cdfgnn-table2."""
+    rng = np.random.default_rng(0)
+    edges = {(int(a), int(b)) for a, b in rng.integers(0, 120, (500, 2)) if a != b}
+    (tmp_path / "e.txt").write_text("".join(f"{a} {b}\n" for a, b in sorted(edges)))
+    g = tmp_path / "g.npz"
+    assert main(["prepare", "--from", str(tmp_path / "e.txt"), "--format", "snap",
+                 "--out", str(g)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "cmp"
+    assert main(["compare", "--graph", str(g), "--workers", "2", "--hosts", "2",
+                 "--devices", "a100-80", "--network", "cdfgnn-table2", "--epochs", "2",
+                 "--hidden", "8", "--methods", "pipegcn", "--out-dir", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Ranked for devices a100-80, network cdfgnn-table2." in text
+    assert "| rank | method |" in text and "device_epoch_s" in text
+    assert "winner by inter-host Gbit/s:" in text and "winner by device:" in text
+    import pandas as pd
+    sweep = pd.read_csv(out / "sweep.csv")
+    assert set(sweep["sweep"]) == {"inter-host Gbit/s", "device"}
+    assert set(sweep["winner"]) <= {"exact", "pipegcn"}
+    with pytest.raises(CdfgnnError, match="unknown device profile 'h999'"):
+        from cdfgnn.experiments.compare import compare
+        compare(str(g), workers=2, hosts=1, network="cdfgnn-table2", devices="h999",
+                out_dir=str(tmp_path / "o"))
