@@ -398,8 +398,8 @@ def _single_rank(ds: Dataset):
     estimate = _cost_api()[0]
     n = ds.nodes
     # every vertex owned, one self-loop each (GraphConv's normalised A + I)
-    return estimate.RankShape(out_rows=n, in_rows=n, nnz=ds.arcs + n, label_rows=n,
-                              halo_rows=0, send_rows=0)
+    return estimate.RankShape(out_rows=n, in_rows=n, nnz=ds.arcs + n, self_rows=n,
+                              label_rows=n, send_rows=0, recv_rows=0)
 
 
 def _edge_cut_ranks(counts: dict, rate: float, k: float):
@@ -413,8 +413,8 @@ def _edge_cut_ranks(counts: dict, rate: float, k: float):
         nnz = (counts["inner_arcs"][r] + rate * counts["halo_arcs"][r]) * k + out_rows
         ranks.append(estimate.RankShape(
             out_rows=out_rows, in_rows=out_rows + int(round(recv)), nnz=int(round(nnz)),
-            label_rows=int(round(counts["labelled"][r] * k)), halo_rows=int(round(recv)),
-            send_rows=int(round(send))))
+            self_rows=out_rows, label_rows=int(round(counts["labelled"][r] * k)),
+            send_rows=int(round(send)), recv_rows=int(round(recv))))
     return ranks, halo
 
 
@@ -494,6 +494,11 @@ def network_of(row: Row):
                                      "(as pcie4-host-staged); 10 GbE between servers assumed")
     else:
         profile = NETWORK_PROFILES.get("pcie4-host-staged")
+    # the GPUs of one server share its one NIC and all send at once (every rank has
+    # halo rows on the other server): each gets 1/devices of the line rate
+    per_host = row.gpus // row.hosts
+    profile = dataclasses.replace(profile, inter_gbps=profile.inter_gbps / per_host,
+                                  inter_bcast_gbps=profile.inter_bcast_gbps / per_host)
     return NetworkModel(Topology.for_workers(row.gpus, row.hosts), profile)
 
 
@@ -523,15 +528,16 @@ def prepare(row: Row, counts: dict, scale: int) -> Prepared:
     return Prepared(row, system, gpu, works, network_of(row) if row.gpus > 1 else None)
 
 
-def predict(prep: Prepared, eff) -> tuple[float, float | None]:
-    """(epoch seconds, communication seconds) the model gives for the row."""
+def predict(prep: Prepared, eff, link_bw: float = 1.0) -> tuple[float, float | None]:
+    """(epoch seconds, communication seconds) the model gives for the row; ``link_bw``
+    is the fraction of the link profile's bandwidth the row's backend sustains."""
     pricing = _cost_api()[3]
     if prep.system.kind == "copy":
         return _copy_seconds(prep, eff), None
     compute = [pricing.price(w.ledger, prep.gpu, eff)["total"] for w in prep.works]
     if prep.network is None:
         return max(compute), None
-    vertex, reduce = _comm_seconds(prep, eff)
+    vertex, reduce = _comm_seconds(prep, eff, link_bw)
     if prep.system.pipeline:
         per_rank = [max(c, v) + r for c, v, r in zip(compute, vertex, reduce)]
         exposed = [max(0.0, v - c) for c, v in zip(compute, vertex)]
@@ -547,7 +553,14 @@ def _copy_seconds(prep: Prepared, eff) -> float:
     return pricing.op_seconds("copy", {"calls": 1, "bytes": COPY_BYTES}, prep.gpu, eff)
 
 
-def _comm_seconds(prep: Prepared, eff) -> tuple[list[float], list[float]]:
+def _link_seconds(net, r: int, bytes_to, msgs_to, link_bw: float) -> float:
+    """NetworkModel seconds with the bandwidth term divided by ``link_bw``."""
+    zeros = np.zeros_like(bytes_to)
+    return (net.comm_seconds(r, zeros, msgs_to)
+            + net.comm_seconds(r, bytes_to, np.zeros_like(msgs_to)) / link_bw)
+
+
+def _comm_seconds(prep: Prepared, eff, link_bw: float) -> tuple[list[float], list[float]]:
     """Per rank: halo exchange and gradient all-reduce seconds. Gloo stages every byte
     through host memory (device-to-host before sending, host-to-device after receiving)."""
     pricing = _cost_api()[3]
@@ -556,14 +569,14 @@ def _comm_seconds(prep: Prepared, eff) -> tuple[list[float], list[float]]:
     staged = prep.row.backend == "gloo"
     vertex, reduce = [], []
     for r, w in enumerate(prep.works):
-        v = net.comm_seconds(r, w.halo_bytes_to, w.halo_msgs_to)
+        v = _link_seconds(net, r, w.halo_bytes_to, w.halo_msgs_to, link_bw)
         if staged:
             v += pricing.host_copy_seconds(sent[r].sum() + sent[:, r].sum(), prep.gpu, eff)
         vertex.append(v)
         ring_bytes, ring_msgs = np.zeros(p), np.zeros(p)
         ring_bytes[(r + 1) % p] = 2.0 * (p - 1) / p * w.param_bytes
         ring_msgs[(r + 1) % p] = 2 * (p - 1)
-        red = net.comm_seconds(r, ring_bytes, ring_msgs)
+        red = _link_seconds(net, r, ring_bytes, ring_msgs, link_bw)
         if staged:
             red += pricing.host_copy_seconds(2 * w.param_bytes, prep.gpu, eff)
         reduce.append(red)
@@ -571,70 +584,88 @@ def _comm_seconds(prep: Prepared, eff) -> tuple[list[float], list[float]]:
 
 
 # ------------------------------------------------------------------- split, fit, report
-FITTED = ("dense_flop", "stream_bw", "spmm_bw", "host_copy_bw", "launch")
-STEPS = (0.5, 0.7, 0.85, 1 / 0.85, 1 / 0.7, 2.0)
+FITTED = ("dense_flop", "stream_bw", "spmm_bw", "host_copy_bw", "launch", "link_bw")
+#: multipliers tried per constant and round: 0.25x .. 4x, log-spaced
+STEPS = tuple(float(x) for x in np.exp(np.linspace(math.log(0.25), math.log(4.0), 17)))
 MAX_ROUNDS = 30
 
 
-def source_group(row: Row) -> str:
-    """The file or table a row comes from (text before the first space): rows of one
-    result file land in the same half, so validation never sees a sibling of a
-    calibration row measured in the same run series."""
-    return row.source.split(" ", 1)[0]
+@dataclass(frozen=True)
+class Constants:
+    """What the fit adjusts: the pricing's Efficiency and ``link_bw``, the fraction of the
+    link profiles' bandwidth the peers' gloo exchanges sustain (this benchmark's own:
+    ``Efficiency`` has no network field)."""
+
+    eff: object
+    link_bw: float = 1.0
+
+    def get(self, key: str) -> float:
+        return self.link_bw if key == "link_bw" else getattr(self.eff, key)
+
+    def but(self, key: str, value: float) -> "Constants":
+        if key == "link_bw":
+            return dataclasses.replace(self, link_bw=value)
+        return dataclasses.replace(self, eff=self.eff.but(**{key: value}))
 
 
 def split_halves(rows: list[Row]) -> tuple[list[Row], list[Row]]:
-    """Deterministic split by source group, in CRC order, each group to the half with
-    fewer rows so far (calibration on ties). Never looks at a row's numbers."""
-    groups: dict[str, list[Row]] = {}
-    for row in rows:
-        groups.setdefault(source_group(row), []).append(row)
+    """Deterministic split, stratified by system: each system's rows in CRC order of
+    their ``source`` text, alternately to calibration and validation (calibration
+    first), so every kind of measurement is in both halves. Never looks at a row's
+    numbers."""
     calib, valid = [], []
-    for name in sorted(groups, key=lambda g: (zlib.crc32(g.encode()), g)):
-        (calib if len(calib) <= len(valid) else valid).extend(groups[name])
+    for system in sorted({r.system for r in rows}):
+        mine = sorted((r for r in rows if r.system == system),
+                      key=lambda r: (zlib.crc32(r.source.encode()), r.source))
+        calib.extend(mine[0::2])
+        valid.extend(mine[1::2])
     return calib, valid
 
 
-def log_errors(preps: list[Prepared], eff) -> list[float]:
+def log_errors(preps: list[Prepared], c: Constants) -> list[float]:
     """Log ratios predicted / published: epoch of every row, communication where given."""
     out = []
     for prep in preps:
-        epoch, comm = predict(prep, eff)
+        epoch, comm = predict(prep, c.eff, c.link_bw)
         out.append(math.log(epoch / prep.row.epoch_s))
         if comm is not None and prep.row.comm_s:
             out.append(math.log(max(comm, 1e-9) / prep.row.comm_s))
     return out
 
 
-def fit(preps: list[Prepared], eff):
-    """Coordinate search over the FITTED constants minimising the mean squared log
-    ratio on ``preps`` (the calibration half only)."""
-    def loss(e) -> float:
-        errs = log_errors(preps, e)
+def fit(preps: list[Prepared], c: Constants) -> tuple[Constants, float]:
+    """Coordinate search over FITTED minimising the mean squared log ratio on ``preps``
+    (the calibration half only)."""
+    def loss(trial: Constants) -> float:
+        errs = log_errors(preps, trial)
         return sum(x * x for x in errs) / len(errs)
 
-    best = loss(eff)
+    best = loss(c)
     for _ in range(MAX_ROUNDS):
         improved = False
-        for key in FITTED:
-            for step in STEPS:
-                trial = _bounded(eff, key, getattr(eff, key) * step)
-                if trial is None:
+        for key in FITTED:        # the best multiplier of this constant, others fixed
+            for value in [c.get(key) * step for step in STEPS]:
+                if not _in_bounds(key, value):
                     continue
-                value = loss(trial)
-                if value < best - 1e-12:
-                    eff, best, improved = trial, value, True
+                trial = c.but(key, value)
+                trial_loss = loss(trial)
+                if trial_loss < best - 1e-9:
+                    c, best, improved = trial, trial_loss, True
         if not improved:
             break
-    return eff, best
+    return c, best
 
 
-def _bounded(eff, key: str, value: float):
-    if key != "launch" and not 1e-3 <= value <= 1.5:
-        return None
-    if key == "launch" and not 0.05 <= value <= 20:
-        return None
-    return eff.but(**{key: value})
+#: the range each constant may take: physically plausible fractions of a peak (a
+#: bandwidth-bound kernel below 30% of DRAM bandwidth, or gloo below 5% of the line rate,
+#: would mean the model misses a cost, not that the device is that slow)
+BOUNDS = {"dense_flop": (0.2, 1.0), "stream_bw": (0.3, 1.0), "spmm_bw": (0.1, 1.5),
+          "host_copy_bw": (0.1, 1.0), "launch": (0.5, 20.0), "link_bw": (0.05, 1.0)}
+
+
+def _in_bounds(key: str, value: float) -> bool:
+    low, high = BOUNDS[key]
+    return low <= value <= high
 
 
 def ratio_summary(ratios: list[float]) -> tuple[float, float, float, float]:
@@ -645,7 +676,7 @@ def ratio_summary(ratios: list[float]) -> tuple[float, float, float, float]:
             within)
 
 
-def report(preps: list[Prepared], calib_ids: set[int], eff) -> list[str]:
+def report(preps: list[Prepared], calib_ids: set[int], c: Constants) -> list[str]:
     lines = [f"{'line':>4} {'half':5} {'system':26} {'dataset':15} {'model':9} {'P':>2}x{'H':<1} "
              f"{'gpu':11} {'epoch pub':>9} {'pred':>9} {'ratio':>6} {'comm pub':>9} "
              f"{'pred':>9} {'ratio':>6}"]
@@ -654,7 +685,7 @@ def report(preps: list[Prepared], calib_ids: set[int], eff) -> list[str]:
     for prep in preps:
         row = prep.row
         half = "calibration" if row.line in calib_ids else "validation"
-        epoch, comm = predict(prep, eff)
+        epoch, comm = predict(prep, c.eff, c.link_bw)
         halves[half]["epoch"].append(epoch / row.epoch_s)
         comm_txt = f"{'-':>9} {'-':>9} {'-':>6}"
         if comm is not None and row.comm_s:
@@ -678,14 +709,16 @@ def report(preps: list[Prepared], calib_ids: set[int], eff) -> list[str]:
     return lines
 
 
-def efficiency_text(eff, command: str) -> str:
+def efficiency_text(eff, link_bw: float, command: str) -> str:
     """The fitted constants as efficiency.yaml (same keys and order as the dataclass)."""
     stamp = time.strftime("%Y-%m-%d", time.gmtime())
     head = ["# Efficiency constants of the roofline pricing (cdfgnn/cost/pricing.py), in one place.",
             f"# Fitted by `{command}` on {stamp} (UTC) on the calibration half",
             "# of benchmarks/data/published_epochs.csv; the validation half was not used.",
             "# dense_flop, stream_bw, spmm_bw, host_copy_bw, launch are fitted; use_tf32 and",
-            "# spmm_reuse keep their starting values. Figures: docs/results.md, 'Time model validation'."]
+            "# spmm_reuse keep their starting values. Figures: docs/results.md, 'Time model validation'.",
+            f"# The same fit gives link_bw = {link_bw:.4g} (fraction of the link profiles' bandwidth the",
+            "# peers' gloo exchanges sustain); Efficiency has no network field, so it is not stored here."]
     body = []
     for key, value in eff.describe().items():
         if isinstance(value, bool):
@@ -731,18 +764,19 @@ def _calibrate_and_report(args, rows: list[Row], preps: list[Prepared]) -> int:
     efficiency = _cost_api()[4]
     calib, _ = split_halves(rows)
     calib_ids = {row.line for row in calib}
-    start = efficiency.load_efficiency()
+    start = Constants(efficiency.load_efficiency())
     fitted, loss = fit([p for p in preps if p.row.line in calib_ids], start)
-    fitted = fitted.but(source=f"fitted by benchmarks/time_model.py on {len(calib)} calibration "
-                               f"rows of {Path(args.published).name}")
+    eff = fitted.eff.but(source=f"fitted by benchmarks/time_model.py on {len(calib)} calibration "
+                                f"rows of {Path(args.published).name}")
     print(f"published rows: {len(rows)} from {len({r.system for r in rows})} systems; "
           f"partition statistics from twins at {args.scale} vertices, scaled to full size")
-    print("fitted efficiency (calibration half, mean squared log ratio "
-          f"{loss:.4f}): " + ", ".join(f"{k}={getattr(fitted, k):.4g}" for k in FITTED))
+    print("fitted constants (calibration half, mean squared log ratio "
+          f"{loss:.4f}): " + ", ".join(f"{k}={fitted.get(k):.4g}" for k in FITTED))
     if args.write_efficiency:
         from cdfgnn.fileio import atomic_write_bytes
         command = "python benchmarks/time_model.py --write-efficiency"
-        atomic_write_bytes(efficiency.EFFICIENCY_FILE, efficiency_text(fitted, command).encode())
+        atomic_write_bytes(efficiency.EFFICIENCY_FILE,
+                           efficiency_text(eff, fitted.link_bw, command).encode())
         print(f"wrote {efficiency.EFFICIENCY_FILE}")
     for line in report(preps, calib_ids, fitted):
         print(line)
