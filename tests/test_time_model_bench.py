@@ -108,5 +108,7 @@ def test_two_row_pipeline_runs(tmp_path, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"calibration: 1 rows, median ratio \d+\.\d{3}, within 2x: \d+%", out[-2])
     assert re.fullmatch(r"validation: 1 rows, median ratio \d+\.\d{3}, within 2x: \d+%", out[-1])
-    assert len(list(cache.glob("*.json"))) == 1       # the reddit P=2 statistics, cached
+    # reddit's P=2 statistics, and P=8 where its published halo volume was measured
+    assert sorted(p.name.split("-n")[0] for p in cache.glob("*.json")) == ["reddit-ind-p2",
+                                                                           "reddit-ind-p8"]
     assert any(line.startswith("fitted constants") for line in out)
