@@ -230,6 +230,20 @@ def system_of(row: Row) -> System:
                          f"known: {', '.join(sorted(SYSTEMS))}") from None
 
 
+MODELS = ("gcn", "graphsage", "sgc")
+
+
+def check_row(row: Row) -> None:
+    """Every name of the row resolves (system, dataset, model, GPU), before any work."""
+    system = system_of(row)
+    dataset_of(row)
+    allowed = COPY_MODELS if system.kind == "copy" else MODELS
+    if row.model not in allowed:
+        raise InputError(f"line {row.line}: model {row.model!r} for system {row.system!r}; "
+                         f"known: {', '.join(allowed)}")
+    gpu_of(row)
+
+
 def dataset_of(row: Row) -> Dataset | None:
     if system_of(row).kind == "copy":
         return None
@@ -307,7 +321,7 @@ def build_counts(dataset: str, inductive: bool, parts_list: list[int], scale: in
     return out
 
 
-def needed_counts(rows: list[Row], scale: int) -> dict[tuple[str, bool], list[int]]:
+def needed_counts(rows: list[Row]) -> dict[tuple[str, bool], list[int]]:
     """(dataset, inductive) -> the part counts the edge-cut rows need."""
     need: dict[tuple[str, bool], set[int]] = {}
     for row in rows:
@@ -328,7 +342,7 @@ def load_counts(rows: list[Row], scale: int, cache: Path, verbose: bool) -> dict
     """Cached partition statistics for ``rows``; missing ones are built and cached."""
     cache.mkdir(parents=True, exist_ok=True)
     counts = {}
-    for (dataset, inductive), parts_list in needed_counts(rows, scale).items():
+    for (dataset, inductive), parts_list in needed_counts(rows).items():
         missing = [p for p in parts_list
                    if not (cache / f"{count_key(dataset, inductive, p, scale)}.json").is_file()]
         if missing:
@@ -385,10 +399,7 @@ def sync_widths(row: Row, system: System, ds: Dataset) -> list[int]:
 def model_shape(row: Row, system: System, ds: Dataset):
     estimate = _cost_api()[0]
     w = layer_widths(row, ds)
-    model = {"gcn": "gcn", "graphsage": "sage", "sgc": "gcn"}.get(row.model)
-    if model is None:
-        raise InputError(f"line {row.line}: model {row.model!r} has no count model "
-                         f"(gcn, graphsage, sgc)")
+    model = {"gcn": "gcn", "graphsage": "sage", "sgc": "gcn"}[row.model]   # check_row'd
     return estimate.ModelShape(model=model, in_dim=w[0], hidden=w[1] if len(w) > 2 else w[-1],
                                out_dim=w[-1], layers=len(w) - 1, order=system.order,
                                layernorm=system.layernorm)
@@ -787,8 +798,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         rows = read_published(args.published)
-        for row in rows:           # every row's system, dataset and GPU before any work
-            system_of(row), dataset_of(row), gpu_of(row)
+        for row in rows:
+            check_row(row)
         counts = load_counts(rows, args.scale, Path(args.cache), verbose=True)
         if args.build_counts:
             return 0

@@ -55,6 +55,7 @@ def test_published_csv_is_complete_and_known():
         tm.system_of(row)
         tm.dataset_of(row)
         assert row.gpu_type in tm.GPU_TYPES
+        assert row.model in tm.MODELS + tm.COPY_MODELS
     assert len({r.source for r in rows}) == len(rows)
 
 
