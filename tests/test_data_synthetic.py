@@ -172,3 +172,16 @@ def test_twin_is_learnable_by_a_two_layer_gcn(name):
     best = max(rows, key=lambda r: r["val"])  # model selection on validation, report test
     chance, constant = _baselines(g)
     assert best["test"] > 2 * chance and best["test"] > constant + 0.1, (best, chance, constant)
+
+
+def test_generate_from_spec_matches_the_named_twin_and_takes_another_degree():
+    import dataclasses
+
+    import numpy as np
+
+    from cdfgnn.data.synthetic import TWINS, generate_from_spec, generate_twin
+    a = generate_twin("synth-yelp", 2000, 3)
+    b = generate_from_spec(TWINS["synth-yelp"], 2000, 3)
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    denser = generate_from_spec(dataclasses.replace(TWINS["synth-yelp"], avg_degree=40.0), 2000, 3)
+    assert denser.num_arcs > 1.5 * a.num_arcs

@@ -184,9 +184,16 @@ def generate_twin(name: str, scale: str | int = "small", seed: int = 0) -> Graph
     """Generate the twin ``name`` (a key of :data:`TWINS`) at ``scale``; same seed, same arrays."""
     if name not in TWINS:
         raise CdfgnnError(f"unknown synthetic twin {name!r}; valid: {', '.join(sorted(TWINS))}")
+    return generate_from_spec(TWINS[name], scale, seed)
+
+
+def generate_from_spec(spec: TwinSpec, scale: str | int = "small", seed: int = 0) -> Graph:
+    """Generate a graph from any :class:`TwinSpec` (e.g. a registered twin with another
+    average degree, ``dataclasses.replace(TWINS[name], avg_degree=...)``, as
+    ``benchmarks/time_model.py`` does to match a peer's denser copy of a dataset)."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise CdfgnnError(f"seed must be a non-negative int, got {seed!r}")
-    spec = TWINS[name]
+    name = spec.name
     n = resolve_scale(scale)
     d = effective_avg_degree(spec, n)
     # one stream per stage, keyed by twin name too, so twins with the same seed differ
