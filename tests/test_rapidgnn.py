@@ -286,26 +286,33 @@ def test_energy_meter_reads_nvml_on_cuda_runs(monkeypatch, tmp_path):
         "not measured"
 
 
-def test_rows_counted_equal_misses_computed_offline(gfile):
-    """Alg. 1's misses (arXiv 2509.05207): counted rows = sum of |N_i^e remote minus cache| from the
-    schedule and the cache contents (global cache, no prefetch)."""
+def _remote_inputs_per_worker(gfile, epochs: int):
+    """Each worker's remote input rows per batch of ``epochs`` epochs, from the
+    deterministic schedule (2 workers on 2 hosts, metis, fan-outs 4 4, batch 32)."""
     from cdfgnn.data.graph import Graph
-    from cdfgnn.methods.rapidgnn import top_hot
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology
     from cdfgnn.sampling.schedule import num_batches
 
-    params = {"cache_scope": "global", "prefetch": 0, "cache_fraction": 0.3}
-    rec = run(gfile, "rapidgnn", epochs=2, method_params=params)
     g = Graph.load(gfile)
     owner = np.asarray(partition_graph(g, "metis", Topology.for_workers(2, 2),
                                        seed=0).assignment, dtype=np.int64)
     splits = split_train(g.train, owner, 2)
     nb = num_batches(splits, 32)
-    expected = 0
     for w in range(2):
         sched = Schedule(g, splits[w], [4, 4], nb, 0, w)
-        remote = [b.inputs[owner[b.inputs] != w] for e in range(2) for b in sched.epoch(e)]
+        yield [b.inputs[owner[b.inputs] != w] for e in range(epochs) for b in sched.epoch(e)]
+
+
+def test_rows_counted_equal_misses_computed_offline(gfile):
+    """Alg. 1's misses (arXiv 2509.05207): counted rows = sum of |N_i^e remote minus cache| from the
+    schedule and the cache contents (global cache, no prefetch)."""
+    from cdfgnn.methods.rapidgnn import top_hot
+
+    params = {"cache_scope": "global", "prefetch": 0, "cache_fraction": 0.3}
+    rec = run(gfile, "rapidgnn", epochs=2, method_params=params)
+    expected = 0
+    for remote in _remote_inputs_per_worker(gfile, epochs=2):
         ids, cnt = np.unique(np.concatenate(remote), return_counts=True)
         cache = top_hot(ids, cnt, int(round(0.3 * ids.size)))
         expected += sum(int((~np.isin(r, cache)).sum()) for r in remote)
@@ -317,25 +324,14 @@ def test_window_scope_rows_equal_fills_and_misses_computed_offline(gfile, pair, 
     """cache_scope=window (the public re-implementation's): one hot set per window of W
     consecutive batches of the run, across epoch boundaries; rows fetched = the first
     fill + each later window's rows not in the previous hot set + the steps' misses."""
-    from cdfgnn.data.graph import Graph
     from cdfgnn.methods.rapidgnn import top_hot
-    from cdfgnn.partition.api import partition_graph
-    from cdfgnn.partition.base import Topology
-    from cdfgnn.sampling.schedule import num_batches
 
     params = {"cache_scope": "window", "window": 5, "prefetch": prefetch,
               "cache_fraction": 0.3}
     rec = run(gfile, "rapidgnn", epochs=3, method_params=params)
     assert [e["loss"] for e in rec["epochs"]] == [e["loss"] for e in pair[0]["epochs"]]
-    g = Graph.load(gfile)
-    owner = np.asarray(partition_graph(g, "metis", Topology.for_workers(2, 2),
-                                       seed=0).assignment, dtype=np.int64)
-    splits = split_train(g.train, owner, 2)
-    nb = num_batches(splits, 32)
     expected = 0
-    for w in range(2):
-        sched = Schedule(g, splits[w], [4, 4], nb, 0, w)
-        remote = [b.inputs[owner[b.inputs] != w] for e in range(3) for b in sched.epoch(e)]
+    for remote in _remote_inputs_per_worker(gfile, epochs=3):
         wins = [np.unique(np.concatenate(remote[k:k + 5]), return_counts=True)
                 for k in range(0, len(remote), 5)]
         n_hot = int(round(0.3 * max(ids.size for ids, _ in wins)))
