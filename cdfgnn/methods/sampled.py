@@ -53,6 +53,8 @@ class SampledContext:
     workdir: Path            # private folder of this worker (schedule files)
     wall_clock: Clock = WALL              # the run's clocks (cdfgnn.comm.timers)
     compute_clock: Clock = THREAD_CPU
+    #: the run's device: where feature rows, caches and staged batches live (the store's)
+    device: torch.device = torch.device("cpu")
 
 
 class SampledMethod(Method):
