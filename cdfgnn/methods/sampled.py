@@ -24,6 +24,10 @@ counts of remote input rows and cache hits (``self.counts``) and return them, re
 from ``on_epoch_end``. Every pull goes through ``ctx.store``
 (:class:`cdfgnn.sampling.feature_store.FeatureStore`); a pull is a collective, so
 every worker must call it the same number of times.
+
+Device: feature rows a method holds (caches, staged batches) belong on ``ctx.device``,
+the store's (``ctx.store.empty_rows``, ``ctx.store.index`` for host positions); a method
+that does so declares ``supported_devices = ("cpu", "cuda")``.
 """
 from __future__ import annotations
 
