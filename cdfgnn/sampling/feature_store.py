@@ -111,11 +111,10 @@ class FeatureStore:
 
     def _on_device(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows a peer sent, on the store's device (already there on a device run: nccl
-        receives on the device, thread ranks share it; a host copy would be counted)."""
-        if rows.device != self.device:
+        receives on the device, thread ranks share it; rows from the host are counted)."""
+        if rows.device.type == "cpu" and self.device.type != "cpu":
             self.copied["h2d"] += rows.numel() * rows.element_size()
-            rows = rows.to(self.device)
-        return rows
+        return rows.to(self.device)      # the same tensor where it already is
 
     def remote_mask(self, ids: np.ndarray) -> np.ndarray:
         """Which of ``ids`` other workers own."""

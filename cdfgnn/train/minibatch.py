@@ -85,6 +85,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
     plan = strategy.plan(ctx) or {}
     plan["plan_wall_s"] = plan_span.stop().seconds()
     plan["plan_pull"] = store.counters.take().as_dict()
+    plan.update(store.take_copied())     # the setup's host <-> device copies (cuda only)
     model = model_for(cfg, graph, device)
     opt = Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     params = list(model.parameters())
