@@ -88,9 +88,13 @@ def _sampled(graph_file, device: str, name: str, params: dict | None = None,
         backend=backend, timeout_s=300))
 
 
+def _assert_close_losses(a: dict, b: dict, what: str) -> None:
+    losses = [np.array([e["loss"] for e in r["epochs"]]) for r in (a, b)]
+    assert np.abs(losses[0] - losses[1]).max() <= TOL, f"{what}: {losses[0]} != {losses[1]}"
+
+
 def _assert_same_run(gpu: dict, cpu: dict, what: str) -> None:
-    losses = [np.array([e["loss"] for e in r["epochs"]]) for r in (gpu, cpu)]
-    assert np.abs(losses[0] - losses[1]).max() <= TOL, f"{what}: cuda {losses[0]} != {losses[1]}"
+    _assert_close_losses(gpu, cpu, what)
     for g, c in zip(gpu["epochs"], cpu["epochs"]):
         assert {k: g.get(k) for k in COUNTS} == {k: c.get(k) for k in COUNTS}, what
 
@@ -113,7 +117,8 @@ def test_sampled_method_on_cuda_equals_its_cpu_run(sampled_graph, name):
 def test_rapidgnn_without_cache_equals_distdgl_metis_on_cuda(sampled_graph):
     rapid = _sampled(sampled_graph, "cuda", "rapidgnn", {"cache_fraction": 0.0, "prefetch": 0})
     base = _sampled(sampled_graph, "cuda", "distdgl-metis")
-    assert [e["loss"] for e in rapid["epochs"]] == [e["loss"] for e in base["epochs"]]
+    # bit for bit on the CPU (tests/test_rapidgnn.py); cuda kernels may sum in any order
+    _assert_close_losses(rapid, base, "rapidgnn without cache vs distdgl-metis")
     assert [e["rows_fetched"] for e in rapid["epochs"]] == [
         e["rows_fetched"] for e in base["epochs"]]
 
