@@ -43,20 +43,29 @@ def test_methods_declare_devices():
 
 
 def test_cuda_refused_for_a_cpu_only_method():
-    # the sampled track's methods run in the minibatch trainer, which is CPU-only
-    with pytest.raises(CdfgnnError, match=r"^method 'rapidgnn' does not run on --device cuda; "
-                                          r"it supports: cpu$"):
-        TrainConfig(device="cuda", method="rapidgnn").validate()
+    # every registered method declares cuda; a method that keeps a buffer on the host
+    # declares ("cpu",) and is refused by name
+    from cdfgnn.methods.distdgl import DistDGLMetis
+
+    class HostOnly(DistDGLMetis):
+        name = "host-only"
+        supported_devices = ("cpu",)
+
+    assert HostOnly._device_problem("cuda", {}) == (
+        "method 'host-only' does not run on --device cuda; it supports: cpu")
+    assert HostOnly._device_problem("cpu", {}) is None
 
 
-def test_every_full_batch_method_declares_cuda():
+def test_every_method_declares_cuda():
     from cdfgnn.methods.base import METHODS
 
-    # the package's methods (other test modules register throwaway ones)
-    full = [n for n in METHODS.names() if METHODS.get(n).track == "full-batch"
-            and METHODS.get(n).__module__.startswith("cdfgnn.")]
-    assert full and all("cuda" in METHODS.get(n).supported_devices for n in full), [
-        n for n in full if "cuda" not in METHODS.get(n).supported_devices]
+    # the package's methods, both tracks (other test modules register throwaway ones)
+    names = [n for n in METHODS.names() if METHODS.get(n).__module__.startswith("cdfgnn.")]
+    assert {"distdgl-metis", "distdgl-random", "rapidgnn"} <= set(names)
+    assert all("cuda" in METHODS.get(n).supported_devices for n in names), [
+        n for n in names if "cuda" not in METHODS.get(n).supported_devices]
+    for name in ("distdgl-metis", "distdgl-random", "rapidgnn"):   # the sampled track
+        TrainConfig(device="cuda", method=name).validate()
 
 
 def test_codecs_and_trainers_on_cuda():
@@ -79,6 +88,9 @@ def test_unverified_method_warning_names_the_method():
     line = unverified_warning("sar", "cuda")
     assert line == ("cdfgnn: warning: method 'sar' is not yet verified on GPU hardware "
                     "(--device cuda); see docs/results.md, 'GPU runs'")
+    for name in ("distdgl-metis", "distdgl-random", "rapidgnn"):   # the sampled track
+        if name not in VERIFIED_ON_CUDA:
+            assert f"method {name!r} is not yet verified" in unverified_warning(name, "cuda")
     results = (ROOT / "docs" / "results.md").read_text()
     for name, evidence in VERIFIED_ON_CUDA.items():   # each entry: a method, on record
         assert name in METHODS.names() and unverified_warning(name, "cuda") is None

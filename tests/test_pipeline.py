@@ -443,24 +443,33 @@ def test_full_config_dry_run_trains_on_gpus_and_device_cpu_overrides(tmp_path):
 
 
 def test_full_grid_keeps_cpu_only_methods_and_trainers_on_the_cpu():
-    """device: cuda applies where it can run: the sampled track's methods and the
-    mini-batch trainers stay on the CPU (and request no GPU); an experiment's own
-    train.device wins."""
+    """device: cuda applies where it can run: every registered method declares cuda (the
+    sampled track's too), so every distributed job runs there; a method that did not
+    declare it, and the mini-batch trainers, stay on the CPU (and request no GPU); an
+    experiment's own train.device wins."""
     cfg = load("full")
     assert cfg["device"] == "cuda"
     grid = Grid(cfg)
     seen = set()
+    sampled = {"distdgl-metis", "distdgl-random", "rapidgnn"}
     for run in grid.all_runs():
         if run.trainer == "distributed":
             dev = grid.run_options(run).get("device", "cpu")
             cuda_ok = "cuda" in grid.plugins.method_devices(grid.methods[run.method]["name"])
             assert dev == ("cuda" if cuda_ok else "cpu"), run
             assert (grid.gpus(run.experiment, run.topology, run.method) > 0) == cuda_ok, run
-            seen.add(dev)
+            seen.add((dev, grid.methods[run.method]["name"] in sampled))
         else:
             on_gpu = run.trainer in ("full-graph",)
             assert grid.gpus(run.experiment, trainer=run.trainer) == int(on_gpu), run
-    assert seen == {"cpu", "cuda"}
+    assert seen == {("cuda", False), ("cuda", True)}
+    # a method declaring the CPU alone keeps its jobs on the CPU
+    declared = grid.plugins.method_devices
+    grid.plugins.method_devices = lambda name: ("cpu",) if name == "rapidgnn" else declared(name)
+    runs = [r for r in grid.all_runs() if r.trainer == "distributed"
+            and grid.methods[r.method]["name"] == "rapidgnn"]
+    assert runs and all(grid.run_options(r).get("device", "cpu") == "cpu"
+                        and grid.gpus(r.experiment, r.topology, r.method) == 0 for r in runs)
     grid.experiments["engine"]["train"]["device"] = "cpu"
     assert grid.gpus("engine", "h2x2", "exact") == 0
     with pytest.raises(CdfgnnError, match=r"config device: 'tpu'; valid: cpu, cuda"):

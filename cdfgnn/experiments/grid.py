@@ -557,7 +557,7 @@ class Grid:
         runs there (distributed, full-graph) get that device, and distributed ones the
         process backend (one GPU per rank: thread ranks would share one GPU). The
         mini-batch trainer, and a ``method`` preset whose method does not declare the
-        device (the sampled track's), stay on the CPU."""
+        device, stay on the CPU."""
         train = dict(self.experiments[experiment].get("train") or {})
         if "device" in train or self.device == "cpu" or trainer not in DEVICE_TRAINERS:
             return train

@@ -9,6 +9,10 @@ names share this data path; they differ only in the partitioner ``cdfgnn compare
 picks by default (METIS or random node partitions); in a pipeline experiment the
 partitioner comes from the experiment. Feature rows travel uncompressed (the method
 takes no ``codec``).
+
+Device: the feature shard, the pulled rows and the gathered input matrix live on the
+run's device (:class:`cdfgnn.sampling.feature_store.FeatureStore`); sampling stays on
+the host.
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ class DistDGL(SampledMethod):
     """On-demand pulls: the batch is sampled online, its remote inputs pulled in the step."""
 
     name = "distdgl"
+    #: pulled rows and the batch's input matrix live on the run's device (``ctx.store``'s)
+    supported_devices = ("cpu", "cuda")
 
     def on_epoch_start(self, epoch: int) -> None:
         super().on_epoch_start(epoch)

@@ -37,6 +37,12 @@ equal ``distdgl-metis``'s bit for bit (tests/test_rapidgnn.py).
 
 Memory bound (elements): ``2 n_hot d + Q m_max d`` with ``m_max`` the largest input set
 of the schedule; the cache buffers and the queue are measured and checked against it.
+
+Device: both cache buffers and every staged batch of the prefetch queue are allocated on
+the run's device (the feature store's, ``--device cuda``: GPU memory); the schedule, the
+hot-set ids and the hit tests stay numpy on the host, and the index tensors that address
+device rows are copied host -> device and counted by the store (epoch-row columns
+``h2d_bytes``/``d2h_bytes`` off the CPU).
 """
 from __future__ import annotations
 
@@ -45,7 +51,6 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-import torch
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Param
@@ -64,6 +69,8 @@ def top_hot(ids: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
 class RapidGNN(SampledMethod):
     name = "rapidgnn"
     default_partitioner = "metis"
+    #: the cache buffers and the prefetch queue live on the run's device (``ctx.store``'s)
+    supported_devices = ("cpu", "cuda")
     PARAMS = {
         "cache_fraction": Param(0.2, float, check=lambda v: 0.0 <= v <= 1.0,
                                 expect="in [0, 1]",
@@ -230,13 +237,14 @@ class RapidGNN(SampledMethod):
     def _build(self, new_ids: np.ndarray) -> tuple:
         """The second buffer: rows already cached are copied, the rest pulled in bulk."""
         ids, cur = self.cache
-        rows = torch.empty(new_ids.size, self.store.dim, dtype=self.store.x.dtype)
+        store = self.store
+        rows = store.empty_rows(new_ids.size)        # on the run's device, like the cache
         have = np.zeros(new_ids.size, dtype=bool)
         if self.params["reuse_cached"] and ids.size:
             pos = np.minimum(np.searchsorted(ids, new_ids), ids.size - 1)
             have = ids[pos] == new_ids
-            rows[torch.from_numpy(np.flatnonzero(have))] = cur[torch.from_numpy(pos[have])]
-        rows[torch.from_numpy(np.flatnonzero(~have))] = self.store.pull(new_ids[~have], "fill")
+            rows[store.index(np.flatnonzero(have))] = cur[store.index(pos[have])]
+        rows[store.index(np.flatnonzero(~have))] = store.pull(new_ids[~have], "fill")
         return new_ids, rows
 
     def _stage(self, epoch: int, i: int, mode: str) -> None:
@@ -248,10 +256,11 @@ class RapidGNN(SampledMethod):
         pos = np.searchsorted(ids, rid)
         hit = pos < ids.size
         hit[hit] = ids[pos[hit]] == rid[hit]
-        rows = torch.empty(rid.size, self.store.dim, dtype=self.store.x.dtype)
-        rows[torch.from_numpy(np.flatnonzero(hit))] = cached[torch.from_numpy(pos[hit])]
+        store = self.store
+        rows = store.empty_rows(rid.size)            # the staged batch: a device buffer
+        rows[store.index(np.flatnonzero(hit))] = cached[store.index(pos[hit])]
         miss = ~hit
-        rows[torch.from_numpy(np.flatnonzero(miss))] = self.store.pull(rid[miss], mode)
+        rows[store.index(np.flatnonzero(miss))] = store.pull(rid[miss], mode)
         self.queue.append((key, int(rid.size), int(hit.sum()),
                            batch, self.store.gather(batch, rows, mask)))
 

@@ -24,6 +24,10 @@ counts of remote input rows and cache hits (``self.counts``) and return them, re
 from ``on_epoch_end``. Every pull goes through ``ctx.store``
 (:class:`cdfgnn.sampling.feature_store.FeatureStore`); a pull is a collective, so
 every worker must call it the same number of times.
+
+Device: feature rows a method holds (caches, staged batches) belong on ``ctx.device``,
+the store's (``ctx.store.empty_rows``, ``ctx.store.index`` for host positions); a method
+that does so declares ``supported_devices = ("cpu", "cuda")``.
 """
 from __future__ import annotations
 
@@ -53,6 +57,8 @@ class SampledContext:
     workdir: Path            # private folder of this worker (schedule files)
     wall_clock: Clock = WALL              # the run's clocks (cdfgnn.comm.timers)
     compute_clock: Clock = THREAD_CPU
+    #: the run's device: where feature rows, caches and staged batches live (the store's)
+    device: torch.device = torch.device("cpu")
 
 
 class SampledMethod(Method):

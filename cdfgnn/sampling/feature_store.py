@@ -5,6 +5,13 @@ parts are *remote*, held by their owners as in DistDGL's sharded KV store.
 :meth:`FeatureStore.pull` is a request (int64 ids) and a response (feature rows): two
 ``all_to_all`` rounds, counted in bytes, messages and rows per tag by the
 communicator, and per mode and peer by this worker's :class:`PullCounters`.
+
+Device: the shard, every pulled row and every gathered input matrix live on the run's
+device (``device``; cuda on a GPU run). The id lists and index arithmetic stay numpy on
+the host (the schedule is host data); the index tensors that address device rows are
+copied host -> device, and ids a peer sent that arrived on the device (nccl) are copied
+back to the host. Feature rows never pass through the host. Those copies are counted in
+bytes (``copied``; :meth:`take_copied`), as JACA counts its shared tier's.
 """
 from __future__ import annotations
 
@@ -61,21 +68,60 @@ class FeatureStore:
     ``compute_clock``, the run's compute clock.
     """
 
-    def __init__(self, comm, graph: Graph, owner: np.ndarray, compute_clock: Clock = THREAD_CPU):
+    def __init__(self, comm, graph: Graph, owner: np.ndarray, compute_clock: Clock = THREAD_CPU,
+                 device: torch.device | str = "cpu"):
         self.comm, self.rank, self.p = comm, comm.rank, comm.world_size
         self.compute_clock = compute_clock
+        self.device = torch.device(device)
         self.owner = owner
         self.owned = np.flatnonzero(owner == self.rank)
-        self.x = torch.from_numpy(np.ascontiguousarray(graph.x[self.owned]))
+        self.x = torch.from_numpy(np.ascontiguousarray(graph.x[self.owned])).to(self.device)
         self.dim = int(graph.x.shape[1])
         self.counters = PullCounters(self.p)
+        #: bytes this store copied host -> device (index tensors) and device -> host (ids)
+        self.copied = {"h2d": 0, "d2h": 0}
+
+    def index(self, positions: np.ndarray) -> torch.Tensor:
+        """Host positions (int64) as an index tensor on the store's device (counted)."""
+        t = torch.from_numpy(positions)
+        if self.device.type != "cpu":
+            self.copied["h2d"] += t.numel() * t.element_size()
+            t = t.to(self.device)
+        return t
+
+    def empty_rows(self, n: int) -> torch.Tensor:
+        """An uninitialised ``n x dim`` block of feature rows on the store's device."""
+        return torch.empty(n, self.dim, dtype=self.x.dtype, device=self.device)
+
+    def take_copied(self) -> dict[str, int]:
+        """``{"h2d_bytes", "d2h_bytes"}`` copied since the last call (epoch-row columns of
+        a device run; a CPU run copies nothing and reports nothing: ``{}``)."""
+        if self.device.type == "cpu":
+            return {}
+        out = {f"{k}_bytes": v for k, v in self.copied.items()}
+        self.copied = {"h2d": 0, "d2h": 0}
+        return out
+
+    def _host_ids(self, ids: torch.Tensor) -> np.ndarray:
+        """Ids a peer asked for, on the host (nccl delivers them on the device: counted)."""
+        if ids.device.type != "cpu":
+            self.copied["d2h"] += ids.numel() * ids.element_size()
+            ids = ids.cpu()
+        return ids.numpy()
+
+    def _on_device(self, rows: torch.Tensor) -> torch.Tensor:
+        """Rows a peer sent, on the store's device (already there on a device run: nccl
+        receives on the device, thread ranks share it; rows from the host are counted)."""
+        if rows.device.type == "cpu" and self.device.type != "cpu":
+            self.copied["h2d"] += rows.numel() * rows.element_size()
+        return rows.to(self.device)      # the same tensor where it already is
 
     def remote_mask(self, ids: np.ndarray) -> np.ndarray:
         """Which of ``ids`` other workers own."""
         return self.owner[ids] != self.rank
 
     def local_rows(self, ids: np.ndarray) -> torch.Tensor:
-        return self.x[torch.from_numpy(np.searchsorted(self.owned, ids))]
+        return self.x[self.index(np.searchsorted(self.owned, ids))]
 
     def pull(self, ids: np.ndarray, mode: str = "sync") -> torch.Tensor:
         """Rows of remote vertices ``ids`` (owned elsewhere), in the order of ``ids``."""
@@ -90,14 +136,14 @@ class FeatureStore:
             if t is not None:
                 self.counters.add(mode, q, t.numel() * t.element_size(), 1)
         asked = self.comm.all_to_all(req, tag=f"{tag}/req")
-        answer = [None if t is None or q == self.rank else self.local_rows(t.numpy())
+        answer = [None if t is None or q == self.rank else self.local_rows(self._host_ids(t))
                   for q, t in enumerate(asked)]
         got = self.comm.all_to_all(answer, tag=f"{tag}/resp")
-        out = torch.empty(ids.size, self.dim, dtype=self.x.dtype)
+        out = self.empty_rows(ids.size)
         for q in range(self.p):
             if req[q] is not None:
                 rows = got[q]
-                out[torch.from_numpy(order[bounds[q]: bounds[q + 1]])] = rows
+                out[self.index(order[bounds[q]: bounds[q + 1]])] = self._on_device(rows)
                 self.counters.add(mode, q, rows.numel() * rows.element_size(), 1, rows.shape[0])
         self.counters.cpu_s += span.stop().seconds()
         return out
@@ -107,9 +153,9 @@ class FeatureStore:
         """Input features of ``batch``: local rows from the shard, remote ones given."""
         ids = batch.inputs
         mask = self.remote_mask(ids) if remote_mask is None else remote_mask
-        x = torch.empty(ids.size, self.dim, dtype=self.x.dtype)
+        x = self.empty_rows(ids.size)
         local = ~mask
-        x[torch.from_numpy(np.flatnonzero(local))] = self.local_rows(ids[local])
+        x[self.index(np.flatnonzero(local))] = self.local_rows(ids[local])
         if remote_rows is not None:
-            x[torch.from_numpy(np.flatnonzero(mask))] = remote_rows
+            x[self.index(np.flatnonzero(mask))] = remote_rows
         return x

@@ -54,9 +54,10 @@ from cdfgnn.train.loop import (GRAD_TAG, LocalData, all_reduce_grads, full_graph
                                loss_sum, reduce_scalar)
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
-from cdfgnn.train.record import peak_rss_mb, timed_slice
+from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
 from cdfgnn.train.run import assemble_ranks
-from cdfgnn.train.worker import full_graph_counter, load_inputs, model_for, stage_files
+from cdfgnn.train.worker import (full_graph_counter, load_inputs, model_for, rank_device,
+                                 stage_files)
 
 
 # --------------------------------------------------------------------------- ranks
@@ -68,25 +69,28 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
     fanouts = check_sampling(cfg.fanouts, cfg.batch_size, cfg.layers)
     p, r = comm.world_size, comm.rank
     wall_clock, compute_clock = clocks_for(cfg.device)
+    device, dtype = rank_device(comm), cfg.torch_dtype
+    reset_device_peak(device)
     splits = split_train(graph.train, owner, p)
     nb = num_batches(splits, cfg.batch_size)
     totals = step_totals(splits, nb)
-    store = FeatureStore(comm, graph, owner, compute_clock)
+    store = FeatureStore(comm, graph, owner, compute_clock, device)
     schedule = Schedule(graph, splits[r], fanouts, nb, cfg.seed, r)
     workdir = Path(job.workdir) / f"rank{r}"
     workdir.mkdir(parents=True, exist_ok=True)
     strategy = build_strategy(cfg.method, cfg.method_params)
     ctx = SampledContext(comm, graph, store, schedule, cfg.epochs, nb, workdir,
-                         wall_clock, compute_clock)
+                         wall_clock, compute_clock, device)
     plan_span = wall_clock.start()
     plan = strategy.plan(ctx) or {}
     plan["plan_wall_s"] = plan_span.stop().seconds()
     plan["plan_pull"] = store.counters.take().as_dict()
-    model = model_for(cfg, graph)
+    plan.update(store.take_copied())     # the setup's host <-> device copies (cuda only)
+    model = model_for(cfg, graph, device)
     opt = Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     params = list(model.parameters())
-    counts_fn = full_graph_counter(graph) if r == 0 else None
-    y = torch.from_numpy(graph.y)
+    counts_fn = full_graph_counter(graph, device, dtype) if r == 0 else None
+    y = torch.from_numpy(graph.y).to(device)      # labels of every vertex, on the device
     n_train = int(graph.train.sum())
     epochs, times, traffic, steps = [], [], [], []
     meter = EnergyMeter(cfg.device) if r == 0 else None
@@ -97,7 +101,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
             meter.epoch_start()
         strategy.on_epoch_start(epoch)
         epoch_wall, epoch_cpu = wall_clock.start(), compute_clock.start()
-        total = torch.zeros((), dtype=torch.float64)
+        total = torch.zeros((), dtype=torch.float64, device=device)
         step_rows = []
         for i in range(nb):
             step_wall, step_cpu = wall_clock.start(), compute_clock.start()
@@ -105,10 +109,11 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
             model.epoch = epoch * 1_000_003 + i      # a fresh dropout mask per step
             batch, x_in = strategy.inputs(epoch, i)
             pulls = store.counters.take()
-            blocks = blocks_from_arrays(graph, batch.srcs, batch.structure)
+            blocks = blocks_from_arrays(graph, batch.srcs, batch.structure, device, dtype)
             seeds = batch.seeds
             out = model(x_in, blocks)
-            data = LocalData(x_in, y[seeds], torch.ones(seeds.size, dtype=torch.bool),
+            data = LocalData(x_in, y[torch.from_numpy(seeds).to(device)],
+                             torch.ones(seeds.size, dtype=torch.bool, device=device),
                              None, None, seeds.size, graph.multilabel)
             loss = loss_sum(out, data) / max(int(totals[i]), 1)
             opt.zero_grad()
@@ -122,7 +127,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
                               "reduce_wall_s": comm.seconds.get(GRAD_TAG, 0.0) - red0,
                               "seeds": int(seeds.size), "inputs": int(batch.inputs.size),
                               **pulls.as_dict()})
-        extra = strategy.on_epoch_end(epoch) or {}
+        extra = {**(strategy.on_epoch_end(epoch) or {}), **store.take_copied()}
         end_pulls = store.counters.take()
         if meter is not None:
             meter.epoch_end()
@@ -140,15 +145,16 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
                "loss": reduce_scalar(total / max(n_train, 1), comm)}
         if epoch % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
             model.eval()
-            row.update(full_graph_metrics(model, comm, counts_fn, graph.multilabel))
+            row.update(full_graph_metrics(model, comm, counts_fn, graph.multilabel, device))
         epochs.append(row)
     return {
         "rank": r, "epochs": epochs, "times": times, "traffic": traffic, "steps": steps,
         "plan": plan, "summary": strategy.summary() or {},
         "energy": meter.result() if meter is not None else None,
-        "final_state": ({k: v.detach().clone() for k, v in model.state_dict().items()}
-                        if r == 0 else None),
-        "peak_rss_mb": peak_rss_mb(), "local_rows": int(store.owned.size),
+        "final_state": ({k: v.detach().to("cpu", copy=True)
+                         for k, v in model.state_dict().items()} if r == 0 else None),
+        "peak_rss_mb": peak_rss_mb(), "max_memory_allocated_mb": device_peak_mb(device),
+        "local_rows": int(store.owned.size),
         "owned_rows": int(store.owned.size), "parts": [r], "train_seeds": int(splits[r].size),
     }
 

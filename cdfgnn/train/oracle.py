@@ -71,19 +71,23 @@ class BlockPropagator(Propagator):
     """A sampled bipartite block: output rows = ``dst`` (a prefix of ``src``)."""
 
     def __init__(self, graph: Graph, dst: np.ndarray, src: np.ndarray, indptr: np.ndarray,
-                 local_cols: np.ndarray):
+                 local_cols: np.ndarray, device: torch.device | None = None,
+                 dtype: torch.dtype | None = None):
         deg = graph.degrees()
         sampled = np.diff(indptr)
         # deg_v / |S_v| keeps the aggregation an unbiased estimate of the full one
         scale = np.where(sampled > 0, deg[dst] / np.maximum(sampled, 1), 1.0)
-        super().__init__(indptr, local_cols, deg[dst], deg[src], len(src), row_scale=scale)
-        self.input_ids = torch.from_numpy(src)
+        super().__init__(indptr, local_cols, deg[dst], deg[src], len(src), row_scale=scale,
+                         device=device, dtype=dtype)
+        self.input_ids = torch.from_numpy(src).to(self.device)   # dropout mask keys
 
 
-def blocks_from_arrays(graph: Graph, srcs: list[np.ndarray],
-                       structure: list[tuple]) -> list[BlockPropagator]:
-    """The propagators of :func:`sample_block_arrays`' output (input layer first)."""
-    return [BlockPropagator(graph, srcs[l + 1], srcs[l], indptr, cols)
+def blocks_from_arrays(graph: Graph, srcs: list[np.ndarray], structure: list[tuple],
+                       device: torch.device | None = None,
+                       dtype: torch.dtype | None = None) -> list[BlockPropagator]:
+    """The propagators of :func:`sample_block_arrays`' output (input layer first): the
+    structure stays numpy on the host, matrices and index tensors go to ``device``."""
+    return [BlockPropagator(graph, srcs[l + 1], srcs[l], indptr, cols, device, dtype)
             for l, (indptr, cols) in enumerate(structure)]
 
 
