@@ -150,7 +150,7 @@ def test_host_staged_network_adds_copies(graph_file):
     net = device_model(inputs, gpu, "cdfgnn-table2", topo, EFF)
     assert staged["comm_s"][0] != net["comm_s"][0]
     assert staged["compute_s"] == net["compute_s"]
-    again = reprice(rec, devices="h100", network="pcie4-host-staged")
+    again = reprice(rec, devices="h100", network="pcie4-host-staged", eff=EFF)
     assert again["epoch_s"] > 0 and again["compute_s"][0] < staged["compute_s"][0]
 
 
