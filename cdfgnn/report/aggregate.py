@@ -108,6 +108,54 @@ def load_rows(paths: Iterable[str], what: str) -> list[dict[str, Any]]:
     return [row for _, row in _load_objects(paths, "*.stats.json", what)]
 
 
+# -------------------------------------------------------------- device view
+#: per-rank time fields of a record, each replaced in :func:`device_view`
+_RANK_TIMES = ("cpu_s", "wall_s", "overhead_cpu_s", "modelled_comm_s", "modelled_vertex_s",
+               "modelled_reduce_s")
+
+
+def device_profile_label(rec: Mapping[str, Any]) -> str:
+    """``a800 on cdfgnn-table2``: the device and network profiles that priced a run
+    (``""`` for a record without the device model)."""
+    dev = _section(_section(rec, "model_time"), "device")
+    if not dev:
+        return ""
+    device = _section(rec, "summary").get("device_profile", "")
+    if _section(rec, "config").get("trainer", "distributed") != "distributed":
+        return f"{device} (one process)"
+    return f"{device} on {dev.get('network', '')}"
+
+
+def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The record with every time device-modelled (docs/time-model.md), so that a report
+    computes the same numbers from the device model that it computes from the CPU-measured
+    one. A time the device model does not price (a record without ``model_time.device``,
+    a mini-batch step) becomes missing (``None``), never the CPU-measured value."""
+    from cdfgnn.train.device_time import reprice
+
+    out = dict(rec)
+    mt = dict(_section(rec, "model_time"))
+    summary = {k: (None if k.endswith("_s") else v) for k, v in _section(rec, "summary").items()}
+    priced = reprice(dict(rec)) if mt.get("device") else None
+    ranks = [{k: v for k, v in r.items() if k not in _RANK_TIMES} for r in rec.get("ranks") or ()]
+    epochs = [{**e, "modelled_s": e.get("device_s"), "wall_s": e.get("device_s")}
+              for e in rec.get("epochs") or ()]
+    mt.update(epoch_s=None, compute_s=[], comm_s=[], slowdown=[1.0] * len(ranks))
+    if priced is not None:
+        summary.update(modelled_epoch_time_s=priced["epoch_s"], epoch_time_s=priced["epoch_s"],
+                       device_epoch_time_s=priced["epoch_s"])
+        mt.update(epoch_s=priced["epoch_s"], compute_s=priced["compute_s"],
+                  comm_s=priced["comm_s"])
+        for r, rank in enumerate(ranks):
+            comp, over = priced["compute_s"][r], priced["overhead_s"][r]
+            vert, red = priced["vertex_s"][r], priced["reduce_s"][r]
+            rank.update(cpu_s=comp + over, wall_s=comp + vert + red, overhead_cpu_s=over,
+                        modelled_comm_s=vert + red, modelled_vertex_s=vert,
+                        modelled_reduce_s=red)
+    out.update(model_time=mt, summary=summary, ranks=ranks, epochs=epochs)
+    return out
+
+
 # ------------------------------------------------------------------- labels
 def param_label(name: str | None, params: dict[str, Any] | None) -> str:
     """``ebv(gamma=0.1)``; plain ``name`` when there are no parameters besides the seed."""
