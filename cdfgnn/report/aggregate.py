@@ -109,11 +109,6 @@ def load_rows(paths: Iterable[str], what: str) -> list[dict[str, Any]]:
 
 
 # -------------------------------------------------------------- device view
-#: per-rank time fields of a record, each replaced in :func:`device_view`
-_RANK_TIMES = ("cpu_s", "wall_s", "overhead_cpu_s", "modelled_comm_s", "modelled_vertex_s",
-               "modelled_reduce_s")
-
-
 def device_profile_label(rec: Mapping[str, Any]) -> str:
     """``a800 on cdfgnn-table2``: the device and network profiles that priced a run
     (``""`` for a record without the device model)."""
@@ -129,18 +124,19 @@ def device_profile_label(rec: Mapping[str, Any]) -> str:
 def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
     """The record with every time device-modelled (docs/time-model.md), so that a report
     computes the same numbers from the device model that it computes from the CPU-measured
-    one. A time the device model does not price (a record without ``model_time.device``,
-    a mini-batch step) becomes missing (``None``), never the CPU-measured value."""
+    one. A time the device model does not price (every ``*_s`` field of the summary, the
+    ranks, the epoch rows and the mini-batch section that it does not replace: a record
+    without ``model_time.device``, a mini-batch step, a part's CPU time) becomes missing
+    (NaN, so that arithmetic on it stays missing), never the CPU-measured value."""
     from cdfgnn.train.device_time import reprice
 
-    out = dict(rec)
     mt = dict(_section(rec, "model_time"))
-    summary = {k: (None if k.endswith("_s") else v) for k, v in _section(rec, "summary").items()}
     priced = reprice(dict(rec)) if mt.get("device") else None
-    ranks = [{k: v for k, v in r.items() if k not in _RANK_TIMES} for r in rec.get("ranks") or ()]
-    epochs = [{**e, "modelled_s": e.get("device_s"), "wall_s": e.get("device_s")}
-              for e in rec.get("epochs") or ()]
-    mt.update(epoch_s=None, compute_s=[], comm_s=[], slowdown=[1.0] * len(ranks))
+    summary, minibatch = _untimed(_section(rec, "summary")), _untimed(_section(rec, "minibatch"))
+    ranks = [_untimed(r) for r in rec.get("ranks") or ()]
+    epochs = [{**_untimed(e), "modelled_s": e.get("device_s", math.nan),
+               "wall_s": e.get("device_s", math.nan)} for e in rec.get("epochs") or ()]
+    mt.update(epoch_s=math.nan, compute_s=[], comm_s=[], slowdown=[1.0] * len(ranks))
     if priced is not None:
         summary.update(modelled_epoch_time_s=priced["epoch_s"], epoch_time_s=priced["epoch_s"],
                        device_epoch_time_s=priced["epoch_s"])
@@ -152,8 +148,15 @@ def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
             rank.update(cpu_s=comp + over, wall_s=comp + vert + red, overhead_cpu_s=over,
                         modelled_comm_s=vert + red, modelled_vertex_s=vert,
                         modelled_reduce_s=red)
-    out.update(model_time=mt, summary=summary, ranks=ranks, epochs=epochs)
+    out = {**rec, "model_time": mt, "summary": summary, "ranks": ranks, "epochs": epochs}
+    if minibatch:
+        out["minibatch"] = minibatch
     return out
+
+
+def _untimed(section: Mapping[str, Any]) -> dict[str, Any]:
+    """``section`` with its times (``*_s`` keys) missing."""
+    return {k: (math.nan if k.endswith("_s") else v) for k, v in section.items()}
 
 
 # ------------------------------------------------------------------- labels

@@ -232,8 +232,13 @@ class DeviceModel:
         return cls(context_of(inputs.device_view()), inputs.device_profiles)
 
     def profile_of(self, runs: Sequence[str]) -> str:
-        labels = [self.profiles.get(str(r), "") for r in runs]
+        """The distinct profiles of ``runs``, and how many of them the device model did not
+        price (``""`` when none is priced)."""
+        labels = [self.profiles.get(str(r), "") for r in dict.fromkeys(str(r) for r in runs)]
         shown = sorted({x for x in labels if x}, key=labels.index)
+        unpriced = labels.count("")
+        if shown and unpriced:
+            shown.append(f"{unpriced} of {len(labels)} runs without a device model")
         return "; ".join(shown)
 
 
@@ -302,8 +307,8 @@ def evaluate(specs: Sequence[ClaimSpec], context: Any,
 
     A speed claim (``spec.speed``) is measured a second time, by the same query and
     checks, on ``device.context`` (the same rows with device-modelled times: the same
-    configurations in the same order); without ``device`` its device verdict is
-    ``not measured``.
+    configurations in the same order, paired by position); without ``device`` its
+    device verdict is ``not measured``.
     """
     out: list[Claim] = []
     i = 0
@@ -316,7 +321,7 @@ def evaluate(specs: Sequence[ClaimSpec], context: Any,
         if device is not None and any(spec.speed for spec in group):
             priced = list(specs[i].measure(device.context))
             if len(priced) == len(found):
-                on_device = [d if d.config == m.config else None for m, d in zip(found, priced)]
+                on_device = list(priced)
         for m, dm in zip(found, on_device):
             out += [_claim(spec, m, device, dm) for spec in group
                     if spec.value in m.values or spec.value in m.shown]
