@@ -217,3 +217,65 @@ def test_cofree_claims_give_the_edge_cut_dar_variant_its_own_row():
     assert (dar.measured, dar.verdict, list(dar.runs)) == (
         pytest.approx(0.37), "reproduced", ["ne.json", "ec-dar.json"])
     assert "docs/fidelity.md" in dar.note
+
+
+# ------------------------------------------- speed claims on the device model, beside CPU
+def test_speed_claims_get_device_columns_from_records_that_carry_them(graph_file, tmp_path):
+    """A speed row gets the device profile, the device-modelled value and its verdict,
+    computed by the same query and checks on the device view of the records; a record
+    without the device model leaves them empty with verdict 'not measured'; a count
+    claim leaves the device columns empty."""
+    import copy
+    import json
+
+    from cdfgnn.report.claims import ClaimSpec, DeviceModel, Measurement, at_most, evaluate
+    from cdfgnn.report.registry import ReportInputs
+    from cdfgnn.train.config import TrainConfig
+    from cdfgnn.train.run import run_training
+
+    rec = run_training(TrainConfig(graph=graph_file, dataset=None, epochs=3, warmup=1,
+                                   hidden=8, workers=2, hosts=1, partitioner="metis",
+                                   timeout_s=120, seed=0, devices="a800",
+                                   network="cdfgnn-table2"))
+    old = copy.deepcopy(rec)                      # as a record made before the ledger
+    del old["model_time"]["device"]
+    for key in ("device_epoch_time_s", "device_profile"):
+        old["summary"].pop(key)
+    for row in old["epochs"]:
+        row.pop("device_s")
+    paths = []
+    for name, r in (("ledger", rec), ("old", old)):
+        paths.append(str(tmp_path / f"{name}.json"))
+        (tmp_path / f"{name}.json").write_text(json.dumps(r))
+    inputs = ReportInputs("test", runs=paths)
+
+    def epoch_times(rows):
+        return [Measurement(f"run {i}", {"value": row.modelled_epoch_s,
+                                          "rows": float(row.workers)}, runs=[row.source])
+                for i, row in enumerate(rows)]
+
+    specs = [ClaimSpec("epoch under an hour", "< 3600 s", epoch_times, (at_most(3600.0),),
+                       unit=" s", speed=True),
+             ClaimSpec("two workers", "2", epoch_times, (at_most(2.0),), value="rows")]
+    rows = evaluate(specs, inputs.rows, DeviceModel.of(inputs, lambda view: view.rows))
+    speed_new, count_new, speed_old, count_old = rows
+    # CPU-measured value kept, device-modelled one beside it, with its profiles
+    assert speed_new.measured == pytest.approx(rec["summary"]["modelled_epoch_time_s"])
+    assert speed_new.device_measured == pytest.approx(rec["summary"]["device_epoch_time_s"])
+    assert speed_new.device_profile == "a800 on cdfgnn-table2"
+    assert (speed_new.verdict, speed_new.device_verdict) == ("reproduced", "reproduced")
+    # the same run without the device model: CPU value as before, device columns empty
+    assert speed_old.measured == pytest.approx(speed_new.measured)
+    assert (speed_old.device_measured, speed_old.device_profile) == (None, "")
+    assert speed_old.device_verdict == "not measured" and speed_old.device_text() == ""
+    for count in (count_new, count_old):
+        assert (count.device_profile, count.device_verdict, count.device_text()) == ("", "", "")
+    # the files carry the columns; a failing device check says so
+    failing = [ClaimSpec("epoch under 1 ns", "< 1e-9 s", epoch_times, (at_most(1e-9),),
+                         speed=True)]
+    df = write_claims("PaperD", evaluate(failing, inputs.rows,
+                                         DeviceModel.of(inputs, lambda view: view.rows)),
+                      tmp_path / "d.csv", tmp_path / "d.md")
+    assert list(df["device_verdict"]) == ["not reproduced", "not measured"]
+    assert list(df["device_profile"]) == ["a800 on cdfgnn-table2", ""]
+    assert "device_verdict" in (tmp_path / "d.md").read_text()

@@ -33,10 +33,14 @@ Profiles (:data:`NETWORK_PROFILES`):
   direction intra-host, HDR InfiniBand 200 Gbit/s = 25 GB/s inter-host; 2 us /
   5 us latency assumed; broadcast bandwidth = P2P.
 * ``rapidgnn-chameleon``: RapidGNN's cluster, nominal PCIe 3.0 x16 / 10 GbE.
-* ``pcie4-host-staged``: the single-server GPU boxes of CaPGNN and Sylvie, PCIe 4.0
+* ``pcie4-host-staged``: the single-server GPU boxes of Sylvie (and CaPGNN before pcie3-host-staged), PCIe 4.0
   halved for host staging, 10 GbE between servers (assumed). Marked ``host_staged``:
   the device-modelled epoch prices the staging as D2H + H2D copies on each GPU's own
   host link (intra-host) and adds them to the inter-host link.
+* ``pcie3-host-staged``: CaPGNN's server, PCIe 3.0 x8 halved for host staging
+  (gloo), 10 GbE between servers (assumed); host-staged as above.
+* ``pcie4-p2p``: CoFree-GNN's A100 server, PCIe 4.0 x16 without NVLink, NCCL
+  peer-to-peer; 10 GbE between machines (assumed).
 * ``veth-1gbit``: the two-host test of ``tests/test_multihost_netns.py``: two network
   namespaces on one machine joined by a veth pair that ``tc tbf`` shapes to 1 Gbit/s.
 
@@ -128,6 +132,18 @@ _register(LinkProfile("pcie4-host-staged", 15.75, 1.25, 15.75, 1.25, 10e-6, 50e-
                              "host-staged: the device model prices the staging as D2H + H2D "
                              "copies on each GPU's host link instead of the halved intra link",
                       host_staged=True))
+_register(LinkProfile("pcie3-host-staged", 3.94, 1.25, 3.94, 1.25, 10e-6, 50e-6,
+                      source="CaPGNN's server (CaPGNN, Neurocomputing, sec. 5.1): GPUs on PCIe 3.0 x8 "
+                             "(8 GT/s x 8 lanes, 128b/130b = 7.88 GB/s per direction) halved "
+                             "because gloo stages GPU-to-GPU data through host memory; between "
+                             "servers 10 Gbit/s Ethernet assumed (not stated); latencies "
+                             "assumed. host-staged as pcie4-host-staged",
+                      host_staged=True))
+_register(LinkProfile("pcie4-p2p", 31.5, 1.25, 31.5, 1.25, 5e-6, 50e-6,
+                      source="CoFree-GNN's server (arXiv 2308.03209, experimental setup): A100 GPUs on "
+                             "PCIe 4.0 x16, no NVLink (nominal 31.5 GB/s per direction, NCCL "
+                             "peer-to-peer); the paper does not describe its inter-machine "
+                             "network: 10 Gbit/s Ethernet assumed; latencies assumed"))
 _register(LinkProfile("veth-1gbit", 0.40, 0.125, 0.40, 0.125, 20e-6, 25e-6,
                       source="two network namespaces on one machine joined by a veth pair "
                              "shaped by tc tbf to 1 Gbit/s (tests/test_multihost_netns.py): "

@@ -108,6 +108,57 @@ def load_rows(paths: Iterable[str], what: str) -> list[dict[str, Any]]:
     return [row for _, row in _load_objects(paths, "*.stats.json", what)]
 
 
+# -------------------------------------------------------------- device view
+def device_profile_label(rec: Mapping[str, Any]) -> str:
+    """``a800 on cdfgnn-table2``: the device and network profiles that priced a run
+    (``""`` for a record without the device model)."""
+    dev = _section(_section(rec, "model_time"), "device")
+    if not dev:
+        return ""
+    device = _section(rec, "summary").get("device_profile", "")
+    if _section(rec, "config").get("trainer", "distributed") != "distributed":
+        return f"{device} (one process)"
+    return f"{device} on {dev.get('network', '')}"
+
+
+def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The record with every time device-modelled (docs/time-model.md), so that a report
+    computes the same numbers from the device model that it computes from the CPU-measured
+    one. A time the device model does not price (every ``*_s`` field of the summary, the
+    ranks, the epoch rows and the mini-batch section that it does not replace: a record
+    without ``model_time.device``, a mini-batch step, a part's CPU time) becomes missing
+    (NaN, so that arithmetic on it stays missing), never the CPU-measured value."""
+    from cdfgnn.train.device_time import reprice
+
+    mt = dict(_section(rec, "model_time"))
+    priced = reprice(dict(rec)) if mt.get("device") else None
+    summary, minibatch = _untimed(_section(rec, "summary")), _untimed(_section(rec, "minibatch"))
+    ranks = [_untimed(r) for r in rec.get("ranks") or ()]
+    epochs = [{**_untimed(e), "modelled_s": e.get("device_s", math.nan),
+               "wall_s": e.get("device_s", math.nan)} for e in rec.get("epochs") or ()]
+    mt.update(epoch_s=math.nan, compute_s=[], comm_s=[], slowdown=[1.0] * len(ranks))
+    if priced is not None:
+        summary.update(modelled_epoch_time_s=priced["epoch_s"], epoch_time_s=priced["epoch_s"],
+                       device_epoch_time_s=priced["epoch_s"])
+        mt.update(epoch_s=priced["epoch_s"], compute_s=priced["compute_s"],
+                  comm_s=priced["comm_s"])
+        for r, rank in enumerate(ranks):
+            comp, over = priced["compute_s"][r], priced["overhead_s"][r]
+            vert, red = priced["vertex_s"][r], priced["reduce_s"][r]
+            rank.update(cpu_s=comp + over, wall_s=comp + vert + red, overhead_cpu_s=over,
+                        modelled_comm_s=vert + red, modelled_vertex_s=vert,
+                        modelled_reduce_s=red)
+    out = {**rec, "model_time": mt, "summary": summary, "ranks": ranks, "epochs": epochs}
+    if minibatch:
+        out["minibatch"] = minibatch
+    return out
+
+
+def _untimed(section: Mapping[str, Any]) -> dict[str, Any]:
+    """``section`` with its times (``*_s`` keys) missing."""
+    return {k: (math.nan if k.endswith("_s") else v) for k, v in section.items()}
+
+
 # ------------------------------------------------------------------- labels
 def param_label(name: str | None, params: dict[str, Any] | None) -> str:
     """``ebv(gamma=0.1)``; plain ``name`` when there are no parameters besides the seed."""

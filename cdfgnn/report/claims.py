@@ -32,7 +32,8 @@ import pandas as pd
 from cdfgnn.errors import CdfgnnError
 
 VERDICTS = ("reproduced", "not reproduced", "different setting", "not measured")
-COLUMNS = ("paper", "claim", "paper_value", "measured", "config", "verdict", "note", "runs")
+COLUMNS = ("paper", "claim", "paper_value", "measured", "config", "verdict", "device_profile",
+           "device_measured", "device_verdict", "note", "runs")
 
 
 @dataclass
@@ -52,6 +53,12 @@ class Claim:
     note: str = ""
     runs: Sequence[str] = field(default_factory=tuple)
     unit: str = ""
+    #: a speed claim judged again on the device model (docs/time-model.md): the device
+    #: and network profiles of its runs, the value and the verdict; empty for a claim
+    #: about counts or accuracy (``device_verdict`` "")
+    device_profile: str = ""
+    device_measured: float | str | None = None
+    device_verdict: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -60,15 +67,32 @@ class Claim:
         if self.measured is None and self.verdict != "not measured":
             raise CdfgnnError(f"claim {self.claim!r}: no measured value, so the verdict must be "
                               f"'not measured', not {self.verdict!r}")
+        if self.device_verdict not in ("", *VERDICTS):
+            raise CdfgnnError(f"claim {self.claim!r}: device verdict {self.device_verdict!r} is "
+                              f"not one of {', '.join(VERDICTS)}")
+        if self.device_verdict and self.device_measured is None \
+                and self.device_verdict != "not measured":
+            raise CdfgnnError(f"claim {self.claim!r}: no device-modelled value, so the device "
+                              f"verdict must be 'not measured', not {self.device_verdict!r}")
 
     def measured_text(self, digits: int = 3) -> str:
-        if self.measured is None:
+        return self._text(self.measured, digits)
+
+    def device_text(self, digits: int = 3) -> str:
+        """The device-modelled value as printed; empty for a claim that is not about speed
+        and for one without a device-modelled value (its device verdict says why)."""
+        if self.device_measured is None:
+            return ""
+        return self._text(self.device_measured, digits)
+
+    def _text(self, value: float | str | None, digits: int) -> str:
+        if value is None:
             return "not measured"
-        if isinstance(self.measured, str):
-            return self.measured
-        if not math.isfinite(float(self.measured)):
-            return str(self.measured)
-        return f"{float(self.measured):.{digits}g}{self.unit}"
+        if isinstance(value, str):
+            return value
+        if not math.isfinite(float(value)):
+            return str(value)
+        return f"{float(value):.{digits}g}{self.unit}"
 
 
 def verdict_for(measured: float | None, paper_value: float, *, better: str = "higher",
@@ -187,6 +211,35 @@ class ClaimSpec:
     unit: str = ""
     note: str = ""
     setting_differs: bool = False
+    #: a claim about time (epoch time, throughput, speed-up, communication time): judged
+    #: again, with the same checks, on the device-modelled times (:class:`DeviceModel`)
+    speed: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """What :func:`evaluate` judges speed claims on a second time: the paper's context
+    built from the device view of its run records (every time device-modelled,
+    :func:`cdfgnn.report.aggregate.device_view`), and each record's device and network
+    profile by path (:attr:`cdfgnn.report.registry.ReportInputs.device_profiles`)."""
+
+    context: Any
+    profiles: Mapping[str, str]
+
+    @classmethod
+    def of(cls, inputs: Any, context_of: Callable[[Any], Any]) -> "DeviceModel":
+        """``context_of`` (the paper's own context builder) on the device view of ``inputs``."""
+        return cls(context_of(inputs.device_view()), inputs.device_profiles)
+
+    def profile_of(self, runs: Sequence[str]) -> str:
+        """The distinct profiles of ``runs``, and how many of them the device model did not
+        price (``""`` when none is priced)."""
+        labels = [self.profiles.get(str(r), "") for r in dict.fromkeys(str(r) for r in runs)]
+        shown = sorted({x for x in labels if x}, key=labels.index)
+        unpriced = labels.count("")
+        if shown and unpriced:
+            shown.append(f"{unpriced} of {len(labels)} runs without a device model")
+        return "; ".join(shown)
 
 
 def _missing(x: Any) -> bool:
@@ -221,12 +274,26 @@ def decide(spec: ClaimSpec, m: Measurement) -> str:
     return "reproduced" if ok else "not reproduced"
 
 
-def _claim(spec: ClaimSpec, m: Measurement) -> Claim:
-    shown = m.shown.get(spec.value, m.values.get(spec.value))
+def _shown(spec: ClaimSpec, m: Measurement) -> float | str | None:
+    return m.shown.get(spec.value, m.values.get(spec.value))
+
+
+def _claim(spec: ClaimSpec, m: Measurement, device: DeviceModel | None,
+           dm: Measurement | None) -> Claim:
     note = spec.note if m.note is None else m.note
+    on_device = {}
+    if spec.speed:
+        on_device = {"device_measured": None, "device_verdict": "not measured",
+                     "device_profile": ""}
+        if device is not None and dm is not None:
+            shown = _shown(spec, dm)
+            verdict = decide(spec, dm)
+            on_device = {"device_measured": None if verdict == "not measured" else shown,
+                         "device_verdict": verdict,
+                         "device_profile": device.profile_of(dm.runs)}
     return Claim(claim=_fill(spec.claim, m.labels), paper_value=spec.paper_value,
-                 measured=shown, config=m.config, verdict=decide(spec, m),
-                 note=_fill(note, m.labels), runs=list(m.runs), unit=spec.unit)
+                 measured=_shown(spec, m), config=m.config, verdict=decide(spec, m),
+                 note=_fill(note, m.labels), runs=list(m.runs), unit=spec.unit, **on_device)
 
 
 def _fill(text: str, labels: Mapping[str, Any]) -> str:
@@ -234,16 +301,29 @@ def _fill(text: str, labels: Mapping[str, Any]) -> str:
     return text.format(**labels) if labels else text
 
 
-def evaluate(specs: Sequence[ClaimSpec], context: Any) -> list[Claim]:
-    """Every claim of ``specs`` measured on ``context`` (the paper's rows), in order."""
+def evaluate(specs: Sequence[ClaimSpec], context: Any,
+             device: DeviceModel | None = None) -> list[Claim]:
+    """Every claim of ``specs`` measured on ``context`` (the paper's rows), in order.
+
+    A speed claim (``spec.speed``) is measured a second time, by the same query and
+    checks, on ``device.context`` (the same rows with device-modelled times: the same
+    configurations in the same order, paired by position); without ``device`` its
+    device verdict is ``not measured``.
+    """
     out: list[Claim] = []
     i = 0
     while i < len(specs):
         group = [specs[i]]
         while i + len(group) < len(specs) and specs[i + len(group)].measure is specs[i].measure:
             group.append(specs[i + len(group)])
-        for m in specs[i].measure(context):
-            out += [_claim(spec, m) for spec in group
+        found = list(specs[i].measure(context))
+        on_device: list[Measurement | None] = [None] * len(found)
+        if device is not None and any(spec.speed for spec in group):
+            priced = list(specs[i].measure(device.context))
+            if len(priced) == len(found):
+                on_device = list(priced)
+        for m, dm in zip(found, on_device):
+            out += [_claim(spec, m, device, dm) for spec in group
                     if spec.value in m.values or spec.value in m.shown]
         i += len(group)
     return out
@@ -255,6 +335,7 @@ def claims_frame(paper: str, claims: Iterable[Claim], digits: int = 3) -> pd.Dat
     rows = []
     for c in claims:
         cells = {**asdict(c), "paper": paper, "measured": c.measured_text(digits),
+                 "device_measured": c.device_text(digits),
                  "runs": ";".join(str(r) for r in c.runs)}
         rows.append({col: cells[col] for col in COLUMNS})
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -149,6 +149,22 @@ class ReportInputs:
 
         return epochs_table(self.records)
 
+    def device_view(self) -> "ReportInputs":
+        """The same inputs with every run record's times device-modelled
+        (:func:`cdfgnn.report.aggregate.device_view`)."""
+        from cdfgnn.report.aggregate import device_view
+
+        view = ReportInputs(self.report, self.run_paths, self.partition_paths)
+        view.__dict__["records"] = [device_view(r) for r in self.records]
+        return view
+
+    @cached_property
+    def device_profiles(self) -> dict[str, str]:
+        """``{record path: 'device profile on network profile'}`` of every run record."""
+        from cdfgnn.report.aggregate import device_profile_label
+
+        return {r["_source"]: device_profile_label(r) for r in self.records}
+
     @cached_property
     def partition_rows(self) -> list[dict[str, Any]]:
         from cdfgnn.report.aggregate import load_rows

@@ -104,7 +104,7 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
     per_rank_pricer = [pricers.setdefault(g.name, _Pricer(g, eff)) for g in gpus]
     rows = _per_epoch(inputs)
     epoch_s = np.zeros(len(rows))
-    parts = np.zeros((len(rows), p, 3))           # compute, vertex, reduce
+    parts = np.zeros((len(rows), p, 4))           # compute, vertex, reduce, codec+cache
     phase_sum: dict[str, float] = {}
     for i, ranks in enumerate(rows):
         recv = {k: np.sum([r[f"{k}_bytes"] for r in ranks], axis=0) for k in ("vertex", "other")}
@@ -118,7 +118,7 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
             reduce = _link_seconds(net, link, r, host, item["other_bytes"], item["other_msgs"],
                                    recv["other"][r], gpus[r], eff)
             t = (max(compute, vertex) if item["overlap"] else compute + vertex) + reduce
-            parts[i, r] = (compute, vertex, reduce)
+            parts[i, r] = (compute, vertex, reduce, side)
             worst = max(worst, t)
             for k, v in phases.items():
                 if k != "total":
@@ -130,6 +130,10 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
             "compute_s": parts[:, :, 0].mean(axis=0).tolist() if len(rows) else [0.0] * p,
             "comm_s": (parts[:, :, 1] + parts[:, :, 2]).mean(axis=0).tolist()
             if len(rows) else [0.0] * p,
+            # per rank, mean over epochs: the communication side split as the CPU-measured
+            # model's ranks split it (vertex includes the codec and cache kernels)
+            **{f"{k}_s": parts[:, :, j].mean(axis=0).tolist() if len(rows) else [0.0] * p
+               for j, k in ((1, "vertex"), (2, "reduce"), (3, "overhead"))},
             # summed over ranks, mean over epochs
             "phases_s": {k: v / n for k, v in sorted(phase_sum.items())}}
 
