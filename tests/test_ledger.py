@@ -16,8 +16,8 @@ from cdfgnn.cost.ledger import FP64_KIND, Ledger
 from cdfgnn.cost.pricing import flop_rate, host_copy_seconds, op_seconds, price, spmm_bytes
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.record import validate_record
 from cdfgnn.train.device_time import reprice
+from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training
 
 EFF = Efficiency(dense_flop=0.5, use_tf32=False, stream_bw=0.5, spmm_bw=0.5, spmm_reuse=0.0,
@@ -210,7 +210,7 @@ def test_bad_profile_input_is_one_line(tmp_path):
     with pytest.raises(CdfgnnError, match=r"nobw\.yaml: profile 'nobw' missing \['fp64_tflops'\]"):
         load_gpu(p)
     p.write_text(yaml.safe_dump({**good, "fp64_tensor_tflops": -1}))
-    with pytest.raises(CdfgnnError, match=r"'nobw': fp64_tensor_tflops must be a finite number > 0"):
+    with pytest.raises(CdfgnnError, match=r"'nobw': fp64_tensor_tflops must be a finite"):
         load_gpu(p)
     with pytest.raises(CdfgnnError, match=r"names 3 device\(s\)"):
         parse_gpus("t4,t4,t4", 2)
