@@ -8,7 +8,9 @@ columns and sources in ``benchmarks/data/README.md``). For every row it
    their halo rows are as wide as the layer's input; DGL's GraphConv transforms first),
    from partition statistics of the dataset's synthetic twin (below);
 2. prices the counts on the row's GPU (``cdfgnn.cost.hardware`` profile, ``cdfgnn.cost
-   .pricing`` roofline with the ``Efficiency`` constants) and its halo traffic with
+   .pricing`` roofline with the ``Efficiency`` constants; every published row trained in
+   float32, so the counts are float32 ones, ``estimate.DTYPE``: FP32 peaks, 4-byte
+   elements) and its halo traffic with
    ``cdfgnn.comm.network.NetworkModel`` (plus host copies on host-staged gloo links);
 3. prints predicted / published epoch and communication seconds.
 
@@ -62,6 +64,7 @@ COLUMNS = ("source", "system", "dataset", "model", "layers", "hidden", "gpus", "
            "gpu_type", "interconnect", "backend", "epoch_s", "comm_s", "notes")
 BACKENDS = ("gloo", "nccl")
 SEED = 0
+#: the published rows trained in float32 (cdfgnn.cost.estimate.DTYPE)
 FLOAT_BYTES = 4
 
 

@@ -2,6 +2,7 @@
 epoch in the run record, `--devices`, and `cdfgnn compare --devices --network`."""
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -11,10 +12,11 @@ from cdfgnn.cli import main
 from cdfgnn.cost.efficiency import Efficiency, load_efficiency
 from cdfgnn.cost.estimate import ModelShape, estimate_ledger, rank_shapes
 from cdfgnn.cost.hardware import get_gpu, load_gpu, parse_gpus, registered
-from cdfgnn.cost.ledger import Ledger
-from cdfgnn.cost.pricing import host_copy_seconds, op_seconds, price, spmm_bytes
+from cdfgnn.cost.ledger import FP64_KIND, Ledger
+from cdfgnn.cost.pricing import flop_rate, host_copy_seconds, op_seconds, price, spmm_bytes
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.train.config import TrainConfig
+from cdfgnn.train.device_time import reprice
 from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training
 
@@ -117,6 +119,23 @@ def test_spmm_traffic_uses_the_graphs_reuse():
     assert 4 * (10 ** 9 - 10 ** 8) * 0.98 < part - 4 * 6400 - 4 * 10 ** 8 - 12000 < 4 * 9e8
 
 
+def test_float64_products_use_the_fp64_peaks():
+    """dense_fp64 at the FP64 tensor rate (cuBLAS DGEMM's), spmm_fp64 at the FP64 vector
+    rate with 8-byte elements and 16-byte arcs; TF32 never applies to them."""
+    f = {"calls": 1, "flops": 10 ** 12, "bytes": 10 ** 6}           # compute bound
+    rtx, a100 = get_gpu("rtx3090"), get_gpu("a100-80")
+    assert op_seconds("dense_fp64", f, rtx, EFF) == pytest.approx(1e12 / (0.556e12 * 0.5) + 5e-6)
+    assert op_seconds("dense_fp64", f, a100, EFF) == pytest.approx(1e12 / (19.5e12 * 0.5) + 5e-6)
+    assert op_seconds("dense_fp64", f, a100, EFF.but(use_tf32=True)) == op_seconds(
+        "dense_fp64", f, a100, EFF)
+    assert op_seconds("dense", f, a100, EFF.but(use_tf32=True)) < op_seconds("dense", f, a100, EFF)
+    s = {"calls": 1, "nnz": 1000, "nnz_w": 64000, "rows_w": 6400, "cols_w": 6400,
+         "flops": 10 ** 12}
+    assert op_seconds("spmm_fp64", s, a100, EFF) == pytest.approx(1e12 / (9.7e12 * 0.5) + 5e-6)
+    assert spmm_bytes(s, rtx, EFF, "spmm_fp64") == (8 * 6400 + 8 * 6400 + 8 * (64000 - 6400)
+                                                    + 16 * 1000)
+
+
 def test_price_sums_phases_and_accepts_totals():
     led = Ledger()
     led.add("fwd/L0", "dense", calls=1, flops=10 ** 9, bytes=10)
@@ -162,6 +181,9 @@ def test_profiles_cover_the_issue_list_with_sources():
     assert need <= set(profiles)
     for p in profiles.values():
         assert all(p.sources[k] for k in ("compute", "memory", "l2", "host_link", "launch"))
+        # FP64: a sourced figure, vector <= tensor (DGEMM) <= the FP32 peak
+        assert "FP64" in p.sources["compute"], p.name
+        assert p.fp64_tflops <= p.fp64_tensor_tflops <= p.fp32_tflops, p.name
     assert [g.name for g in parse_gpus("a100-80", 3)] == ["a100-80"] * 3
     assert [g.name for g in parse_gpus("r9,G6", 2)] == ["rtx3090", "gtx1660ti"]
     assert [g.name for g in parse_gpus("x4", 4)] == ["rtx3090", "rtx3090", "a40", "a40"]
@@ -183,6 +205,13 @@ def test_bad_profile_input_is_one_line(tmp_path):
         load_gpu(p)
     p.write_text(yaml.safe_dump({**good, "fp32_tflops": 9.0}))
     assert load_gpu(p).fp32_tflops == 9.0
+    no_fp64 = {k: v for k, v in good.items() if k != "fp64_tflops"}
+    p.write_text(yaml.safe_dump(no_fp64))
+    with pytest.raises(CdfgnnError, match=r"nobw\.yaml: profile 'nobw' missing \['fp64_tflops'\]"):
+        load_gpu(p)
+    p.write_text(yaml.safe_dump({**good, "fp64_tensor_tflops": -1}))
+    with pytest.raises(CdfgnnError, match=r"'nobw': fp64_tensor_tflops must be a finite"):
+        load_gpu(p)
     with pytest.raises(CdfgnnError, match=r"names 3 device\(s\)"):
         parse_gpus("t4,t4,t4", 2)
     with pytest.raises(CdfgnnError, match=r"efficiency spmm_bw"):
@@ -253,3 +282,98 @@ def test_compare_ranks_for_the_named_cluster(tmp_path, capsys):
         from cdfgnn.experiments.compare import compare
         compare(str(g), workers=2, hosts=1, network="cdfgnn-table2", devices="h999",
                 out_dir=str(tmp_path / "o"))
+
+
+# ------------------------------------------------------------------ float64 runs
+def _profile_file(tmp_path, base: str, **figures) -> str:
+    """A user profile file: ``base``'s figures with ``figures`` changed."""
+    import yaml
+    spec = {k: v for k, v in get_gpu(base).describe().items() if k != "name"}
+    path = tmp_path / f"{base}-test.yaml"
+    path.write_text(yaml.safe_dump({**spec, **figures}))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def dtype_runs(tmp_path_factory, make_graph):
+    """The same exact run in float32 and float64, priced on an RTX 3090 (FP64 = 1/64 of
+    FP32); wide enough (512 features, hidden 512) that float64's products dominate the
+    epoch there."""
+    path = tmp_path_factory.mktemp("wide-graph") / "graph.npz"
+    make_graph(n=2000, features=512).save(path)
+    kw = dict(hidden=512, epochs=2, warmup=1, devices="rtx3090", method="exact")
+    return {dt: run_training(_cfg(str(path), dtype=dt, **kw)) for dt in ("float32", "float64")}
+
+
+def _products(rec, rank: int = 0) -> dict[str, dict[str, int]]:
+    """A rank's product kinds (both dtypes) in its first timed epoch."""
+    totals = _rank_ledger(rec, rank).totals()
+    return {k: v for k, v in totals.items() if k in (*FP64_KIND, *FP64_KIND.values())}
+
+
+def test_float64_products_are_counted_apart(dtype_runs):
+    """Same shapes, same FLOPs; float64 products as their FP64 kinds, float32 runs without
+    them (a float32 ledger is what it was before FP64 kinds existed)."""
+    p32, p64 = _products(dtype_runs["float32"]), _products(dtype_runs["float64"])
+    assert set(p32) == {"dense", "spmm"} and set(p64) == {"dense_fp64", "spmm_fp64"}
+    for kind, twin in FP64_KIND.items():
+        assert p64[twin]["flops"] == p32[kind]["flops"] > 0
+        assert p64[twin]["calls"] == p32[kind]["calls"]
+
+
+def test_float64_run_priced_at_the_fp64_rate(dtype_runs, tmp_path):
+    """On an RTX 3090 a float64 epoch costs its float32 epoch plus about the FP64 FLOP time
+    of its products; on a card whose FP64 peaks equal its FP32 ones, only its wider bytes
+    (at most 2x: the inputs of these SpMMs fit the L2 in both dtypes)."""
+    r32, r64 = dtype_runs["float32"], dtype_runs["float64"]
+    same = _profile_file(tmp_path, "rtx3090", fp64_tflops=35.6, fp64_tensor_tflops=35.6)
+    s32, s64 = reprice(r32, devices=same)["epoch_s"], reprice(r64, devices=same)["epoch_s"]
+    assert s32 < s64 <= 2 * s32
+    e32, e64 = r32["model_time"]["device"]["epoch_s"], r64["model_time"]["device"]["epoch_s"]
+    gpu, eff = get_gpu("rtx3090"), load_efficiency()
+    flop_s = max(sum(f["flops"] / flop_rate(k, gpu, eff)
+                     for k, f in _products(r64, rank).items())
+                 for rank in range(2))
+    assert flop_s <= e64 <= s64 + flop_s           # the compute-bound share, priced at FP64
+    assert e64 > 0.9 * (s64 + flop_s)
+    assert e64 > 2 * e32          # more than twice the bytes can explain (s64 <= 2 s32 = 2 e32)
+    # an A100 runs DGEMM on its FP64 tensor cores at the FP32 rate: bytes only, again
+    a32, a64 = (reprice(r, devices="a100-80")["epoch_s"] for r in (r32, r64))
+    assert a32 < a64 <= 2 * a32
+
+
+def test_float32_pricing_never_reads_the_fp64_figures(dtype_runs, tmp_path):
+    """A float32 record's device epoch is bit-identical whatever the card's FP64 figures."""
+    r32 = dtype_runs["float32"]
+    odd = _profile_file(tmp_path, "rtx3090", fp64_tflops=1e-3, fp64_tensor_tflops=1e-3)
+    dev, again = r32["model_time"]["device"], reprice(r32, devices=odd)
+    assert again["epochs_s"] == dev["epochs_s"] and again["compute_s"] == dev["compute_s"]
+
+
+def test_reprice_of_a_float64_record_uses_fp64(dtype_runs):
+    """reprice prices float64 counts at FP64, also those of a record made before products
+    carried their dtype (dense / spmm kinds, config dtype float64)."""
+    r64 = copy.deepcopy(dtype_runs["float64"])
+    recorded = r64["model_time"]["device"]["epoch_s"]
+    assert reprice(r64)["epoch_s"] == recorded
+    assert reprice(r64, devices="a100-80")["epoch_s"] < recorded
+    back = {v: k for k, v in FP64_KIND.items()}
+    for rk in r64["model_time"]["device"]["inputs"]["ranks"]:
+        for pat in rk["patterns"]:
+            pat["ledger"] = {ph: {back.get(k, k): f for k, f in kinds.items()}
+                             for ph, kinds in pat["ledger"].items()}
+    assert reprice(r64)["epoch_s"] == recorded
+
+
+def test_train_profile_file_without_fp64_is_one_line(graph_file, tmp_path, capsys):
+    import yaml
+    spec = {k: v for k, v in get_gpu("t4").describe().items()
+            if k not in ("name", "fp64_tflops")}
+    bad = tmp_path / "old-gpu.yaml"
+    bad.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "r.json"
+    code = main(["train", "--graph", graph_file, "--epochs", "2", "--workers", "2",
+                 "--devices", str(bad), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and not out.exists()
+    assert "old-gpu.yaml" in err and "fp64_tflops" in err

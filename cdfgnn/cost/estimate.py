@@ -7,6 +7,11 @@ of :func:`estimate_ledger` equal what :mod:`cdfgnn.cost.ledger` counts in a real
 (kernel counts per layer and bytes per row, see :data:`ELEMENTWISE_PASSES`), since
 their exact count depends on autograd's choice of kernels.
 
+The counts are of a **float32** run (:data:`DTYPE`): 4-byte elements, and products as
+the ``spmm`` / ``dense`` kinds priced at the FP32 (or TF32) peak, never the FP64 kinds a
+``--dtype float64`` run counts. Every published run these estimates are compared with
+trained in float32.
+
 Layer orders:
 
 * ``transform-first`` (this engine, DGL's GraphConv where it narrows the rows):
@@ -23,6 +28,8 @@ from dataclasses import dataclass
 from cdfgnn.cost.ledger import Ledger
 from cdfgnn.errors import CdfgnnError
 
+#: the dtype these counts are of, and its element size
+DTYPE = "float32"
 F32 = 4
 IDX = 8
 #: elementwise kernels per layer and direction (bias, self term, activation, dropout
@@ -115,7 +122,7 @@ def _weight(led: Ledger, fwd: str, bwd: str, rows: int, fin: int, fout: int,
 
 def estimate_ledger(model: ModelShape, rank: RankShape, codec_bits: int = 32,
                     edge_cut: bool = True) -> Ledger:
-    """The counts of one training epoch of one rank (exact sync)."""
+    """The counts of one training epoch of one rank (exact sync, float32: :data:`DTYPE`)."""
     led = Ledger()
     n_out, n_in, k = rank.out_rows, rank.in_rows, rank.self_rows
     src_rows = n_out if edge_cut else n_in      # rows of the layer's input h

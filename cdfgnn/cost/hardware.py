@@ -21,8 +21,8 @@ from cdfgnn.fileio import read_yaml_mapping
 
 DATA_FILE = Path(__file__).with_name("gpus.yaml")
 #: positive figures every profile must give
-FIGURES = ("fp32_tflops", "tf32_tflops", "mem_bw_gbps", "memory_gb", "l2_mb",
-           "host_link_gbps", "launch_us")
+FIGURES = ("fp32_tflops", "tf32_tflops", "fp64_tflops", "fp64_tensor_tflops", "mem_bw_gbps",
+           "memory_gb", "l2_mb", "host_link_gbps", "launch_us")
 #: every field of a profile file (peer_link_gbps may be 0: no NVLink)
 REQUIRED = (*FIGURES, "host_link", "peer_link", "peer_link_gbps", "sources")
 SOURCE_KEYS = ("compute", "memory", "l2", "host_link", "peer_link", "launch")
@@ -38,12 +38,18 @@ GROUPS = {f"x{k}": _ORDER[:k] for k in range(2, 9)}
 
 @dataclass(frozen=True)
 class GpuProfile:
-    """One GPU's physical figures (units: TFLOP/s, GB/s = 1e9 B/s, GB, MB, us)."""
+    """One GPU's physical figures (units: TFLOP/s, GB/s = 1e9 B/s, GB, MB, us).
+
+    ``fp64_tflops`` is the FP64 vector (CUDA-core) peak, ``fp64_tensor_tflops`` the rate of
+    a float64 dense product (cuBLAS DGEMM: the FP64 tensor cores where the card has them,
+    else = ``fp64_tflops``); see the header of ``gpus.yaml``."""
 
     name: str
     label: str
     fp32_tflops: float
     tf32_tflops: float
+    fp64_tflops: float
+    fp64_tensor_tflops: float
     mem_bw_gbps: float
     memory_gb: float
     l2_mb: float

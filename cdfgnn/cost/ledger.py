@@ -15,9 +15,14 @@ the training step issues, by kind:
   cat): ``bytes`` = index bytes + twice the moved rows' bytes;
 * ``codec``: message encode/decode: ``bytes`` = passes x bytes in + bytes out;
 * ``cache``: cache checks, selections and updates: ``bytes`` read and written;
-* ``copy``: host-device copies (``bytes``), e.g. a host cache tier.
+* ``copy``: host-device copies (``bytes``), e.g. a host cache tier;
+* ``spmm_fp64``, ``dense_fp64``: the same products with float64 operands (a
+  ``--dtype float64`` run), counted apart because a GPU runs them at its FP64 rate
+  (on a GeForce card 1/64 of FP32) and an SpMM's traffic is 8-byte values. A float32
+  run never has them, so its ledger is what it was before they existed.
 
-Every kind counts ``calls`` (kernel launches). Counts are integers, so two runs of
+Every kind counts ``calls`` (kernel launches). Bytes of the other kinds are counted at
+the tensors' element size, so they need no FP64 twin. Counts are integers, so two runs of
 one configuration give equal ledgers whatever the backend, thread interleaving or
 machine (nothing here is timed).
 
@@ -48,7 +53,10 @@ from typing import Iterator, Mapping
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-KINDS = ("spmm", "dense", "elementwise", "gather", "codec", "cache", "copy")
+KINDS = ("spmm", "dense", "elementwise", "gather", "codec", "cache", "copy", "spmm_fp64",
+         "dense_fp64")
+#: the kind of a product whose operands are float64 (priced at the FP64 rates)
+FP64_KIND = {"spmm": "spmm_fp64", "dense": "dense_fp64"}
 FIELDS = ("calls", "flops", "bytes", "nnz_w", "rows_w", "cols_w", "nnz")
 _FIELD_INDEX = {f: i for i, f in enumerate(FIELDS)}
 
@@ -299,17 +307,22 @@ def _classify(ledger: Ledger, phase: str, func, args, out) -> None:
         handler(ledger, phase, args, out)
 
 
+def _product_kind(kind: str, operand: torch.Tensor) -> str:
+    """``kind``, or its FP64 twin when the product's operands are float64."""
+    return FP64_KIND[kind] if operand.dtype == torch.float64 else kind
+
+
 def _dense(ledger: Ledger, phase: str, name: str, args, out) -> None:
     a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
     if a.layout == torch.sparse_csr:   # CSR @ dense: an SpMM
         rows, cols = int(a.shape[0]), int(a.shape[1])
         nnz, w = int(a._nnz()), int(b.shape[-1])
-        ledger.add(phase, "spmm", calls=1, flops=2 * nnz * w, nnz=nnz, nnz_w=nnz * w,
-                   rows_w=rows * w, cols_w=cols * w)
+        ledger.add(phase, _product_kind("spmm", b), calls=1, flops=2 * nnz * w, nnz=nnz,
+                   nnz_w=nnz * w, rows_w=rows * w, cols_w=cols * w)
         return
     m, k, n = int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])
     batch = int(a.shape[0]) if a.dim() == 3 else 1
-    row = ledger._row(phase, "dense")
+    row = ledger._row(phase, _product_kind("dense", b))
     row[_CALLS] += 1
     row[_FLOPS] += 2 * batch * m * k * n
     row[_BYTES] += _tensor_bytes(args) + _tensor_bytes((out,))

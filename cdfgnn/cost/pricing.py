@@ -10,6 +10,10 @@ with the constants of :mod:`cdfgnn.cost.efficiency`. Per kind:
   bytes at ``stream_bw``;
 * ``spmm``: its traffic (:func:`spmm_bytes`) at ``spmm_bw``, its 2 nnz w FLOPs at
   the FP32 peak x ``dense_flop``;
+* ``dense_fp64``, ``spmm_fp64`` (float64 operands): the same, with FLOPs at the FP64
+  peaks (:func:`flop_rate`: a dense product at ``fp64_tensor_tflops``, cuBLAS DGEMM's
+  rate; an SpMM at ``fp64_tflops``; ``use_tf32`` never applies) and SpMM traffic in
+  8-byte elements;
 * ``elementwise``, ``gather``, ``codec``, ``cache``: bytes at ``stream_bw``;
 * ``copy``: host-device bytes over the host link (PCIe) at ``host_copy_bw``.
 
@@ -19,7 +23,8 @@ width ``w`` reads the index and values (12 B per arc: int64 column, float32 valu
 writes ``rows x w`` floats, and reads the input rows: each distinct row once
 (``cols x w``), and every repeated read (``nnz x w - cols x w``) again unless the L2
 holds it. The fraction served by L2 is ``spmm_reuse x min(1, L2 / (4 cols w))``: the
-share of the input matrix the L2 can hold, times a fitted constant. On Reddit at
+share of the input matrix the L2 can hold, times a fitted constant. A float64 SpMM
+(``spmm_fp64``) moves 8-byte elements and 16 B per arc (int64 column, float64 value). On Reddit at
 width 64 (232,965 x 64 floats = 60 MB) an RTX 3090 (6 MB L2) re-reads nearly every
 row (about 28 GB per SpMM, 30 ms at 936 GB/s x 1.0; dgSPARSE measures about 27 ms),
 while an H800 (50 MB L2) serves part of them from L2 (higher sustained bandwidth,
@@ -36,18 +41,39 @@ from cdfgnn.cost.ledger import FIELDS, Ledger
 TERA, GIGA, MEGA = 1e12, 1e9, 1e6
 #: bytes per arc of torch's CSR: int64 column index + float32 value
 ARC_BYTES = 12
+#: per SpMM kind: bytes per element of the dense operands, bytes per arc
+SPMM_WIDTHS = {"spmm": (4.0, ARC_BYTES), "spmm_fp64": (8.0, 16)}
 
 
-def spmm_bytes(f: Mapping[str, int], gpu: GpuProfile, eff: Efficiency) -> float:
-    """Modelled DRAM traffic of the SpMMs summed in ``f`` (see the module docstring)."""
+def spmm_bytes(f: Mapping[str, int], gpu: GpuProfile, eff: Efficiency,
+               kind: str = "spmm") -> float:
+    """Modelled DRAM traffic of the SpMMs of ``kind`` summed in ``f`` (see the module
+    docstring)."""
+    elem, arc = SPMM_WIDTHS[kind]
     calls = max(int(f.get("calls", 0)), 1)
     cols_w, nnz_w = float(f.get("cols_w", 0)), float(f.get("nnz_w", 0))
-    working_set = 4.0 * cols_w / calls           # bytes of one SpMM's input rows
+    working_set = elem * cols_w / calls          # bytes of one SpMM's input rows
     fits = min(1.0, gpu.l2_mb * MEGA / working_set) if working_set > 0 else 1.0
     miss = 1.0 - eff.spmm_reuse * fits
     repeated = max(nnz_w - cols_w, 0.0)
-    return (4.0 * float(f.get("rows_w", 0)) + 4.0 * cols_w + 4.0 * repeated * miss
-            + ARC_BYTES * float(f.get("nnz", 0)))
+    return (elem * float(f.get("rows_w", 0)) + elem * cols_w + elem * repeated * miss
+            + arc * float(f.get("nnz", 0)))
+
+
+def flop_rate(kind: str, gpu: GpuProfile, eff: Efficiency) -> float:
+    """FLOP/s of the products of ``kind`` on ``gpu``: float64 ones at the FP64 peaks (a
+    dense product at the FP64 tensor-core rate, which cuBLAS DGEMM uses unasked where the
+    card has one; TF32 is a float32 mode, never applied to them), a float32 dense product
+    at TF32 when ``use_tf32``, everything else at FP32; times ``dense_flop``."""
+    if kind == "dense_fp64":
+        tflops = gpu.fp64_tensor_tflops
+    elif kind == "spmm_fp64":
+        tflops = gpu.fp64_tflops
+    elif kind == "dense" and eff.use_tf32:
+        tflops = gpu.tf32_tflops
+    else:
+        tflops = gpu.fp32_tflops
+    return tflops * TERA * eff.dense_flop
 
 
 def op_seconds(kind: str, f: Mapping[str, int], gpu: GpuProfile,
@@ -57,15 +83,13 @@ def op_seconds(kind: str, f: Mapping[str, int], gpu: GpuProfile,
     launch = float(f.get("calls", 0)) * gpu.launch_us * 1e-6 * eff.launch
     mem = gpu.mem_bw_gbps * GIGA
     flops = float(f.get("flops", 0))
-    fp32 = gpu.fp32_tflops * TERA * eff.dense_flop
-    if kind == "dense":
-        peak = (gpu.tf32_tflops if eff.use_tf32 else gpu.fp32_tflops) * TERA * eff.dense_flop
-        return max(flops / peak, float(f.get("bytes", 0)) / (mem * eff.stream_bw)) + launch
-    if kind == "spmm":
-        return max(flops / fp32, spmm_bytes(f, gpu, eff) / (mem * eff.spmm_bw)) + launch
+    if kind in SPMM_WIDTHS:
+        return max(flops / flop_rate(kind, gpu, eff),
+                   spmm_bytes(f, gpu, eff, kind) / (mem * eff.spmm_bw)) + launch
     if kind == "copy":
         return float(f.get("bytes", 0)) / host_copy_rate(gpu, eff) + launch
-    return max(flops / fp32, float(f.get("bytes", 0)) / (mem * eff.stream_bw)) + launch
+    return max(flops / flop_rate(kind, gpu, eff),
+               float(f.get("bytes", 0)) / (mem * eff.stream_bw)) + launch
 
 
 def host_copy_rate(gpu: GpuProfile, eff: Efficiency | None = None) -> float:

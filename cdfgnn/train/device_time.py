@@ -29,7 +29,7 @@ from cdfgnn.comm.network import NetworkModel, get_profile
 from cdfgnn.comm.tags import VERTEX_TAGS
 from cdfgnn.cost.efficiency import Efficiency, load_efficiency
 from cdfgnn.cost.hardware import GpuProfile, get_gpu, run_gpus
-from cdfgnn.cost.ledger import Ledger
+from cdfgnn.cost.ledger import FP64_KIND, Ledger
 from cdfgnn.cost.pricing import host_copy_seconds, price
 from cdfgnn.partition.base import Topology
 
@@ -185,4 +185,23 @@ def reprice(record: dict, devices=None, network=None, eff: Efficiency | None = N
     topology = Topology.for_workers(workers, int(cfg.get("hosts") or 1))
     gpus = ([get_gpu(n) for n in dev["profiles"]] if devices is None
             else run_gpus(devices, workers)[0])
-    return device_model(dev["inputs"], gpus, network or dev["network"], topology, eff)
+    inputs = dev["inputs"]
+    if cfg.get("dtype") == "float64":
+        inputs = float64_products(inputs)
+    return device_model(inputs, gpus, network or dev["network"], topology, eff)
+
+
+def float64_products(inputs: dict) -> dict:
+    """The counts of a float64 run with its products as FP64 kinds. Records made before
+    the ledger told float64 products apart count them as ``dense`` / ``spmm``; every
+    product of a ``--dtype float64`` run is float64, so they are relabelled. Counts that
+    already have an FP64 kind are returned as they are."""
+    ledgers = [pat["ledger"] for rk in inputs["ranks"] for pat in rk["patterns"]]
+    if any(k in FP64_KIND.values() for led in ledgers for kinds in led.values() for k in kinds):
+        return inputs
+
+    def relabel(led: dict) -> dict:
+        return {ph: {FP64_KIND.get(k, k): f for k, f in kinds.items()} for ph, kinds in led.items()}
+    return {**inputs, "ranks": [{**rk, "patterns": [{**pat, "ledger": relabel(pat["ledger"])}
+                                                    for pat in rk["patterns"]]}
+                                for rk in inputs["ranks"]]}
