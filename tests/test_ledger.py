@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -88,6 +90,23 @@ def test_thread_and_process_backends_give_identical_ledgers(graph_file):
     assert abs(a["epoch_s"] - b["epoch_s"]) <= 1e-9 * a["epoch_s"]
     assert a["ledger_totals"]["codec"]["calls"] > 0
     assert _rank_ledger(thread).get("codec", "codec")["bytes"] > 0
+
+
+def test_a_counted_training_run_does_not_import_dynamo(graph_file):
+    """The counting mode must not pull in torch._dynamo (1.3 s per process, and every
+    rank thread waits for it on the import lock): torch wraps a dispatch mode in
+    torch._disable_dynamo unless the mode opts out."""
+    code = ("import sys, json\n"
+            "from cdfgnn.train.config import TrainConfig\n"
+            "from cdfgnn.train.run import run_training\n"
+            f"cfg = TrainConfig(graph={str(graph_file)!r}, dataset=None, epochs=2, warmup=0,"
+            " hidden=8, workers=2, partitioner='metis', timeout_s=120, seed=0)\n"
+            "rec = run_training(cfg)\n"
+            "assert rec['model_time']['device']['ledger_totals']['spmm']['calls'] > 0\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
 
 
 # ------------------------------------------------------------------ pricing

@@ -333,8 +333,16 @@ class _CountingMode(TorchDispatchMode):
         super().__init__()
         self.state = state
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in torch._disable_dynamo by default:
+        # that imports torch._dynamo on the first op (1.3 s per process, which the rank
+        # threads wait for on the import lock) and adds a Python frame to every op. This
+        # mode never runs under torch.compile, so there is nothing to disable.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        out = func(*args, **kwargs) if kwargs else func(*args)
         st = self.state
         if not st.paused:
             _classify(st.ledger, st.phase, func, args, out)
