@@ -12,7 +12,11 @@ Per rank r and timed epoch e (the overlap rule of :func:`cdfgnn.train.run._assem
 * ``reduce`` = the same for the rest of the traffic (the gradient all-reduce);
 * epoch = ``compute + vertex + reduce`` or, in an epoch whose communication overlapped
   computation, ``max(compute, vertex) + reduce``; the record gives the mean over timed
-  epochs of the max over ranks.
+  epochs of the max over ranks;
+* one worker per part (a rank holding several parts counts each into ``part_ledgers``):
+  ``parallel_s`` = the largest part's compute (every phase but codec, cache and
+  :data:`~cdfgnn.cost.ledger.STEP_PHASES`) of any rank + the largest ``reduce``, per
+  epoch, mean over timed epochs.
 
 Counts are kept in the record (``model_time.device.inputs``, epochs with equal counts
 stored once), so :func:`reprice` prices the same run on other devices or another
