@@ -120,8 +120,7 @@ def dropout_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[i
     """Median epoch time with dropout 0.5 over dropout 0 per (P, backend), runs interleaved."""
     rows = {}
     for p in workers:
-        part = partition(graph, parts or p, partitioner)
-        tag = f"p{p}" if not parts else f"p{p}_parts{parts}"
+        part = partition(graph, p)
         for backend in backends if p > 1 else backends[:1]:  # P=1 runs in-process either way
             times: dict[tuple, list[float]] = {(d, c): [] for d in (0.0, 0.5)
                                                for c in ("wall_s", "cpu_s")}
@@ -157,7 +156,8 @@ def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[in
     counting = ledger.counting
     rows = {}
     for p in workers:
-        part = partition(graph, p)
+        part = partition(graph, parts or p, partitioner)
+        tag = f"p{p}" if not parts else f"p{p}_parts{parts}"
         times: dict[tuple, list[float]] = {(on, c): [] for on in (False, True)
                                            for c in ("wall_s", "cpu_s")}
         for _ in range(rounds):

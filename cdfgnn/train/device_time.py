@@ -112,6 +112,7 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
     epoch_s = np.zeros(len(rows))
     parts = np.zeros((len(rows), p, 5))   # compute, vertex, reduce, codec+cache, part compute
     phase_sum: dict[str, float] = {}
+    part_max: dict[tuple[int, int], float] = {}
     for i, ranks in enumerate(rows):
         recv = {k: np.sum([r[f"{k}_bytes"] for r in ranks], axis=0) for k in ("vertex", "other")}
         worst = 0.0
@@ -124,8 +125,10 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
             reduce = _link_seconds(net, link, r, host, item["other_bytes"], item["other_msgs"],
                                    recv["other"][r], gpus[r], eff)
             t = (max(compute, vertex) if item["overlap"] else compute + vertex) + reduce
-            parts[i, r] = (compute, vertex, reduce, side,
-                           _part_compute_max(per_rank_pricer[r], item, phases))
+            key = (r, id(item))            # a rank's epoch pattern: its parts priced once
+            if key not in part_max:
+                part_max[key] = _part_compute_max(per_rank_pricer[r], item, phases)
+            parts[i, r] = (compute, vertex, reduce, side, part_max[key])
             worst = max(worst, t)
             for k, v in phases.items():
                 if k != "total":
