@@ -16,6 +16,7 @@ from cdfgnn.partition.api import partition_graph
 from cdfgnn.partition.base import Topology
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.device_time import COMM_SIDE, reprice
+from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training
 
 
@@ -86,6 +87,7 @@ def test_parallel_time_prices_the_largest_part(graph_file, ne8):
     ranks, + the all-reduce; reprice reproduces both; one part per rank: the rank's ledger
     but the step phases (as the CPU-measured part time covers that part's training)."""
     rec = run_training(_cfg(graph_file, partition_file=ne8))
+    validate_record(rec)
     dev = rec["model_time"]["device"]
     gpu = get_gpu("a100-80")
 
