@@ -14,6 +14,8 @@ Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [
        python benchmarks/engine_overhead.py --only dropout --dropout-workers 1,4 \
            --backends thread,process
        python benchmarks/engine_overhead.py --only ledger --ledger-workers 1,2
+       python benchmarks/engine_overhead.py --only ledger --ledger-workers 2 \
+           --ledger-parts 64 --ledger-method cofree --ledger-partitioner ne
 """
 from __future__ import annotations
 
@@ -92,7 +94,7 @@ def pyg_epoch_times(graph, hidden: int, epochs: int) -> list[float] | None:
 
 def engine_epoch_times(graph, hidden: int, epochs: int, workers: int = 1,
                        backend: str = "thread", dropout: float = 0.0, part=None,
-                       clocks: tuple[str, ...] = ("wall_s",)):
+                       clocks: tuple[str, ...] = ("wall_s",), method: str = "exact"):
     """Per epoch, the slowest rank's time by each clock (``wall_s``, or ``cpu_s``: the
     rank thread's CPU time, steadier than wall time on a shared machine); a list for
     one clock, else {clock: list}."""
@@ -100,17 +102,17 @@ def engine_epoch_times(graph, hidden: int, epochs: int, workers: int = 1,
     from cdfgnn.train.run import train_distributed
 
     cfg = TrainConfig(model="gcn", layers=2, hidden=hidden, epochs=epochs, workers=workers,
-                      backend=backend, eval_every=10**9, dropout=dropout)
+                      backend=backend, eval_every=10**9, dropout=dropout, method=method)
     res = train_distributed(cfg, graph, part if part is not None else partition(graph, workers))
     out = {c: [max(r["times"][e][c] for r in res) for e in range(epochs)] for c in clocks}
     return out[clocks[0]] if len(clocks) == 1 else out
 
 
-def partition(graph, workers: int):
+def partition(graph, workers: int, partitioner: str | None = None):
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology
-    return partition_graph(graph, "metis" if workers > 1 else "random-nodes",
-                           Topology(1, workers), seed=0)
+    name = partitioner or ("metis" if workers > 1 else "random-nodes")
+    return partition_graph(graph, name, Topology(1, workers), seed=0)
 
 
 def dropout_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[int],
@@ -141,18 +143,21 @@ def dropout_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[i
 
 
 def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[int],
-                  rounds: int = 2) -> dict[str, float]:
+                  rounds: int = 2, parts: int | None = None, method: str = "exact",
+                  partitioner: str | None = None) -> dict[str, float]:
     """Median epoch time with the operation ledger counting over the same with counting
     off, thread backend. Counting alternates epoch by epoch inside each run (the loop's
     ``counting`` is replaced by one that counts on odd epochs only), so both halves see
-    the same process, caches and machine load."""
+    the same process, caches and machine load. ``parts`` (default: one per worker) over
+    P workers: each rank counts a ledger per part as well (``ledger.into``)."""
     from contextlib import nullcontext
 
     from cdfgnn.cost import ledger
     counting = ledger.counting
     rows = {}
     for p in workers:
-        part = partition(graph, p)
+        part = partition(graph, parts or p, partitioner)
+        tag = f"p{p}" if not parts else f"p{p}_parts{parts}"
         times: dict[tuple, list[float]] = {(on, c): [] for on in (False, True)
                                            for c in ("wall_s", "cpu_s")}
         for _ in range(rounds):
@@ -166,7 +171,7 @@ def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[in
             ledger.counting = alternate
             try:
                 got = engine_epoch_times(graph, hidden, 2 * epochs, p, "thread", 0.0, part,
-                                         ("wall_s", "cpu_s"))
+                                         ("wall_s", "cpu_s"), method)
             finally:
                 ledger.counting = counting
             for c, ts in got.items():
@@ -175,9 +180,10 @@ def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[in
         for c in ("wall_s", "cpu_s"):
             off, on = (float(np.median(times[k, c])) for k in (False, True))
             unit = c[:-2]
-            rows.update({f"ledger_off_p{p}_{c}": off, f"ledger_on_p{p}_{c}": on,
-                         f"ledger_ratio_p{p}_{unit}": on / off})
-            print(f"GCN P={p} thread epoch {unit:4s}: ledger off {off * 1e3:7.1f} ms, on "
+            rows.update({f"ledger_off_{tag}_{c}": off, f"ledger_on_{tag}_{c}": on,
+                         f"ledger_ratio_{tag}_{unit}": on / off})
+            where = f"P={p}" if not parts else f"{method} {parts} parts on P={p}"
+            print(f"GCN {where} thread epoch {unit:4s}: ledger off {off * 1e3:7.1f} ms, on "
                   f"{on * 1e3:7.1f} ms, ratio {on / off:.3f} (target <= 1.05) "
                   f"{'PASS' if on / off <= 1.05 else 'FAIL'}")
     return rows
@@ -205,6 +211,13 @@ def main() -> None:
     ap.add_argument("--only", choices=["dropout", "ledger"], help="measure only this line")
     ap.add_argument("--ledger-workers", default="1,2",
                     help="P values of the ledger line (comma-separated)")
+    ap.add_argument("--ledger-parts", type=int, default=None,
+                    help="parts of the ledger line's partitioning (default: one per worker; "
+                         "more: a ledger per part as well)")
+    ap.add_argument("--ledger-method", default="exact", help="method of the ledger line")
+    ap.add_argument("--ledger-partitioner", default=None,
+                    help="partitioner of the ledger line (default: metis, one worker: "
+                         "random-nodes)")
     ap.add_argument("--dropout-workers", default="1,4",
                     help="P values of the dropout line (comma-separated)")
     ap.add_argument("--backends", default="thread,process",
@@ -216,7 +229,9 @@ def main() -> None:
           f"{graph.num_features} features, {graph.num_classes} classes")
     w = args.warmup
     ledger = ledger_ratios(graph, args.hidden, args.epochs, w,
-                           [int(v) for v in args.ledger_workers.split(",")])
+                           [int(v) for v in args.ledger_workers.split(",")],
+                           parts=args.ledger_parts, method=args.ledger_method,
+                           partitioner=args.ledger_partitioner)
     if args.only == "ledger":
         print(json.dumps(ledger))
         return

@@ -211,6 +211,29 @@ def counting(ledger: Ledger, start_phase: str = "other") -> Iterator[Ledger]:
         st.ledger, st.phase, st.paused = prev
 
 
+@contextmanager
+def into(ledger: Ledger) -> Iterator[Ledger]:
+    """Count what this thread issues inside into ``ledger`` instead of the ledger of the
+    enclosing :func:`counting` (phase and pause state carry on); nothing when this thread
+    does not count. The caller merges ``ledger`` into the enclosing one afterwards if that
+    one must hold it too: a part's own counts inside an epoch's (``run_epochs``). Why not
+    a nested :func:`counting`: a second dispatch mode would see every op twice."""
+    st = _STATE
+    if st.ledger is None:
+        yield ledger
+        return
+    prev, st.ledger = st.ledger, ledger
+    try:
+        yield ledger
+    finally:
+        st.ledger = prev
+
+
+#: phases of a rank's epoch outside its parts' forward and backward (``run_epochs``):
+#: zero_grad and the optimizer step, the gradient all-reduce's flatten and copy back
+STEP_PHASES = ("optimizer", "reduce")
+
+
 # ---------------------------------------------------------------- classification
 def _nbytes(t) -> int:
     if not isinstance(t, torch.Tensor):

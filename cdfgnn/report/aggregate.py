@@ -126,8 +126,9 @@ def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
     computes the same numbers from the device model that it computes from the CPU-measured
     one. A time the device model does not price (every ``*_s`` field of the summary, the
     ranks, the epoch rows and the mini-batch section that it does not replace: a record
-    without ``model_time.device``, a mini-batch step, a part's CPU time) becomes missing
-    (NaN, so that arithmetic on it stays missing), never the CPU-measured value."""
+    without ``model_time.device``, a mini-batch step) becomes missing (NaN, so that
+    arithmetic on it stays missing), never the CPU-measured value. A rank's
+    ``part_cpu_max_s`` becomes its largest part's priced compute (``part_compute_max_s``)."""
     from cdfgnn.train.device_time import reprice
 
     mt = dict(_section(rec, "model_time"))
@@ -147,11 +148,21 @@ def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
             vert, red = priced["vertex_s"][r], priced["reduce_s"][r]
             rank.update(cpu_s=comp + over, wall_s=comp + vert + red, overhead_cpu_s=over,
                         modelled_comm_s=vert + red, modelled_vertex_s=vert,
-                        modelled_reduce_s=red)
+                        modelled_reduce_s=red,
+                        part_cpu_max_s=_part_compute(rec, priced, r))
     out = {**rec, "model_time": mt, "summary": summary, "ranks": ranks, "epochs": epochs}
     if minibatch:
         out["minibatch"] = minibatch
     return out
+
+
+def _part_compute(rec: Mapping[str, Any], priced: Mapping[str, Any], r: int) -> float:
+    """Rank r's largest part's priced compute; missing for a rank holding several parts
+    whose record predates per-part ledgers (its ledger is all its parts' together)."""
+    several = len((rec.get("ranks") or ())[r].get("parts") or ()) > 1
+    counted = all("part_ledgers" in item for item in
+                  rec["model_time"]["device"]["inputs"]["ranks"][r]["patterns"])
+    return priced["part_compute_max_s"][r] if counted or not several else math.nan
 
 
 def _untimed(section: Mapping[str, Any]) -> dict[str, Any]:

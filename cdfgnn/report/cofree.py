@@ -9,7 +9,8 @@ every seed (measured: wall time, max over ranks; modelled: the NetworkModel epoc
 mini-batch run's epoch time is divided by its batches).
 ``parallel_ms`` is the modelled time with one worker per part: the largest per-part
 CPU time of the epoch plus the modelled all-reduce (for runs holding several parts
-per worker). Peers are recognised by method name (:data:`PEERS`); while no such run
+per worker); on the device view, the largest part's priced ledger plus the
+device-modelled all-reduce (``model_time.device.parallel_s``). Peers are recognised by method name (:data:`PEERS`); while no such run
 exists their rows say "not yet available".
 """
 from __future__ import annotations

@@ -12,7 +12,11 @@ Per rank r and timed epoch e (the overlap rule of :func:`cdfgnn.train.run._assem
 * ``reduce`` = the same for the rest of the traffic (the gradient all-reduce);
 * epoch = ``compute + vertex + reduce`` or, in an epoch whose communication overlapped
   computation, ``max(compute, vertex) + reduce``; the record gives the mean over timed
-  epochs of the max over ranks.
+  epochs of the max over ranks;
+* one worker per part (a rank holding several parts counts each into ``part_ledgers``):
+  ``parallel_s`` = the largest part's compute (every phase but codec, cache and
+  :data:`~cdfgnn.cost.ledger.STEP_PHASES`) of any rank + the largest ``reduce``, per
+  epoch, mean over timed epochs.
 
 Counts are kept in the record (``model_time.device.inputs``, epochs with equal counts
 stored once), so :func:`reprice` prices the same run on other devices or another
@@ -29,7 +33,7 @@ from cdfgnn.comm.network import NetworkModel, get_profile
 from cdfgnn.comm.tags import VERTEX_TAGS
 from cdfgnn.cost.efficiency import Efficiency, load_efficiency
 from cdfgnn.cost.hardware import GpuProfile, get_gpu, run_gpus
-from cdfgnn.cost.ledger import FP64_KIND, Ledger
+from cdfgnn.cost.ledger import FP64_KIND, STEP_PHASES, Ledger
 from cdfgnn.cost.pricing import host_copy_seconds, price
 from cdfgnn.partition.base import Topology
 
@@ -62,6 +66,8 @@ def collect_inputs(results: list[dict], epochs: Sequence[int]) -> dict[str, Any]
         for e in epochs:
             item = epoch_inputs(res["ledgers"][e], res["traffic"][e] if res.get("traffic")
                                 else {}, res["times"][e].get("overlap", False), p)
+            if res.get("part_ledgers"):   # a rank holding several parts: each part's counts
+                item["part_ledgers"] = res["part_ledgers"][e]
             key = json.dumps(item, sort_keys=True)
             if key not in index:
                 index[key] = len(patterns)
@@ -104,8 +110,9 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
     per_rank_pricer = [pricers.setdefault(g.name, _Pricer(g, eff)) for g in gpus]
     rows = _per_epoch(inputs)
     epoch_s = np.zeros(len(rows))
-    parts = np.zeros((len(rows), p, 4))           # compute, vertex, reduce, codec+cache
+    parts = np.zeros((len(rows), p, 5))   # compute, vertex, reduce, codec+cache, part compute
     phase_sum: dict[str, float] = {}
+    part_max: dict[tuple[int, int], float] = {}
     for i, ranks in enumerate(rows):
         recv = {k: np.sum([r[f"{k}_bytes"] for r in ranks], axis=0) for k in ("vertex", "other")}
         worst = 0.0
@@ -118,7 +125,10 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
             reduce = _link_seconds(net, link, r, host, item["other_bytes"], item["other_msgs"],
                                    recv["other"][r], gpus[r], eff)
             t = (max(compute, vertex) if item["overlap"] else compute + vertex) + reduce
-            parts[i, r] = (compute, vertex, reduce, side)
+            key = (r, id(item))            # a rank's epoch pattern: its parts priced once
+            if key not in part_max:
+                part_max[key] = _part_compute_max(per_rank_pricer[r], item, phases)
+            parts[i, r] = (compute, vertex, reduce, side, part_max[key])
             worst = max(worst, t)
             for k, v in phases.items():
                 if k != "total":
@@ -133,9 +143,26 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
             # per rank, mean over epochs: the communication side split as the CPU-measured
             # model's ranks split it (vertex includes the codec and cache kernels)
             **{f"{k}_s": parts[:, :, j].mean(axis=0).tolist() if len(rows) else [0.0] * p
-               for j, k in ((1, "vertex"), (2, "reduce"), (3, "overhead"))},
+               for j, k in ((1, "vertex"), (2, "reduce"), (3, "overhead"),
+                            (4, "part_compute_max"))},
+            # one worker per part (CoFree Table 1): the largest part's compute of any rank
+            # + the all-reduce, per epoch
+            "parallel_s": float((parts[:, :, 4].max(axis=1) + parts[:, :, 2].max(axis=1)
+                                 ).mean()) if len(rows) else 0.0,
             # summed over ranks, mean over epochs
             "phases_s": {k: v / n for k, v in sorted(phase_sum.items())}}
+
+
+def _part_compute_max(pricer: _Pricer, item: dict, phases: dict[str, float]) -> float:
+    """The largest compute side (every phase but codec, cache and the STEP_PHASES) of one
+    part of the rank; a rank holding one part has no ``part_ledgers``: its ledger is that
+    part's, plus the STEP_PHASES (as the CPU-measured ``part_cpu_max_s`` times the part)."""
+    def compute(priced: dict[str, float]) -> float:
+        return sum(v for k, v in priced.items()
+                   if k != "total" and k not in COMM_SIDE and k not in STEP_PHASES)
+    if "part_ledgers" in item:
+        return max((compute(pricer.phases(led)) for led in item["part_ledgers"]), default=0.0)
+    return compute(phases)
 
 
 def _link_seconds(net: NetworkModel, link, r: int, host: np.ndarray, bytes_to, msgs_to,

@@ -112,6 +112,8 @@ class LoopResult:
     times: list[EpochTimes] = field(default_factory=list)
     traffic: list[dict[str, Any]] = field(default_factory=list)   # per epoch, this rank
     ledgers: list[dict[str, Any]] = field(default_factory=list)   # per epoch: operation counts
+    # per epoch, per part: each part's own counts (only when the rank holds several)
+    part_ledgers: list[list[dict[str, Any]]] = field(default_factory=list)
     precompute_traffic: dict[str, Any] = field(default_factory=dict)  # once, before epoch 0
     final_state: dict[str, torch.Tensor] = field(default_factory=dict)
 
@@ -202,11 +204,13 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         with oplog.counting(counts, "optimizer"):   # what a GPU would execute (not timed)
             opt.zero_grad(set_to_none=False)
             loss = torch.zeros((), dtype=torch.float64, device=device)
-            part_spans = []
+            part_spans, part_counts = [], []
             for part in parts:
                 part_spans.append(compute_clock.start())
-                oplog.set_phase("fwd/head")
-                loss = loss + _train_part(model, part, epoch).detach().double()
+                part_counts.append(oplog.Ledger())
+                with oplog.into(part_counts[-1]):   # merged into the epoch's below
+                    oplog.set_phase("fwd/head")
+                    loss = loss + _train_part(model, part, epoch).detach().double()
                 part_spans[-1].stop()
             if comm is not None and comm.world_size > 1:
                 with oplog.phase("reduce"):
@@ -214,7 +218,11 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
             with oplog.phase("optimizer"):
                 opt.step()
         wall_span.stop(), cpu_span.stop()
+        for c in part_counts:
+            counts.merge(c)
         res.ledgers.append(counts.to_dict())
+        if len(parts) > 1:   # one part: its counts are the epoch's but the STEP_PHASES
+            res.part_ledgers.append([c.to_dict() for c in part_counts])
         # read time (cuda: synchronises on the epoch's last events)
         res.times.append(_epoch_times(comm, wall_span.seconds(), cpu_span.seconds(), lead,
                                       epoch, compute_clock.includes_waits))

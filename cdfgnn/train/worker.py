@@ -165,6 +165,7 @@ def rank_main(comm, job: RankJob) -> dict:
         "times": [t.as_dict() for t in res.times],
         "traffic": res.traffic,
         "ledgers": res.ledgers,
+        "part_ledgers": res.part_ledgers,
         "precompute_traffic": res.precompute_traffic,
         "final_state": res.final_state if comm.rank == 0 else None,
         "peak_rss_mb": peak_rss_mb(),
