@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from cdfgnn.comm.launcher import launch
 from cdfgnn.comm.timers import clocks_for
@@ -176,8 +177,10 @@ def device_blocks(graph: Graph, batch, model, device, dtype) -> list:
     """The step's sampled blocks with their CSR matrices built. A GPU run of this track
     builds them on the host (DistDGL's samplers do too) and copies the matrix, its
     transpose and the input ids host -> device: that build is host work (not counted)
-    and those copies are recorded as ``copy`` entries, on every device."""
-    with oplog.paused():
+    and those copies are recorded as ``copy`` entries, on every device. The build runs
+    with the ledger's dispatch mode off, not merely paused: its few dozen host ops would
+    otherwise each pay the mode's Python call."""
+    with oplog.paused(), _disable_current_modes():
         blocks = blocks_from_arrays(graph, batch.srcs, batch.structure, device, dtype)
         copied = [blk.input_ids for blk in blocks]
         for blk, layer in zip(blocks, model.layers):
