@@ -27,6 +27,16 @@ ranks (synchronous training). An epoch is the sum of its steps, or the rank's to
 link time (every pull, the cache fill included, + all-reduces) when that is larger.
 "Network time" (RapidGNN Table 2) is the modelled seconds of every pull of the epoch,
 wherever it ran (the paper does not say; we choose); ``exposed`` is the part on the critical path.
+The rule is written once, in :mod:`cdfgnn.train.step_time`.
+
+Device-modelled step (beside it, as the full-batch track's ``model_time.device``): every
+step of every rank is counted into an operation ledger (:mod:`cdfgnn.cost.ledger`;
+phases ``inputs``, ``pull/<mode>``, ``blocks``, ``fwd/L{i}``, ``bwd/L{i}``,
+``fwd/head``, ``bwd/head``, ``reduce``, ``optimizer``), with the host-built blocks'
+matrices, their input ids, the labels' index and the store's index tensors recorded as
+host -> device copies; the same rule then takes compute from the priced ledger and the
+pulls and all-reduce from the device NetworkModel (``minibatch.device_*_s``,
+``summary.device_epoch_time_s``, epoch rows' ``device_s``; docs/time-model.md).
 """
 from __future__ import annotations
 
@@ -101,6 +111,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
     epochs, times, traffic, steps = [], [], [], []
     meter = EnergyMeter(cfg.device) if r == 0 else None
     oplog.attach_layer_phases(model.layers)
+    reduce_memo, step_memo = {}, {}        # oplog.counted_once: kernels per grad shapes
     for epoch in range(cfg.epochs):
         comm.reset_epoch()
         model.train()
@@ -130,11 +141,13 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
                 with oplog.phase("optimizer"):
                     opt.zero_grad()
                 loss.backward()
+                shapes = grad_shapes(params)         # the next two count once per shapes
                 if p > 1:
                     with oplog.phase("reduce"):
-                        all_reduce_grads(comm, params)
+                        oplog.counted_once(reduce_memo, shapes,
+                                           lambda: all_reduce_grads(comm, params))
                 with oplog.phase("optimizer"):
-                    opt.step()
+                    oplog.counted_once(step_memo, shapes, opt.step)
                     total += loss.detach().double() * int(totals[i])
             wall, cpu = step_wall.stop().seconds(), step_cpu.stop().seconds()
             step_rows.append({"wall_s": wall, "cpu_s": cpu, "pull_cpu_s": pulls.cpu_s,
@@ -191,6 +204,12 @@ def device_blocks(graph: Graph, batch, model, device, dtype) -> list:
     oplog.record("copy", calls=len(copied),
                  bytes=sum(t.numel() * t.element_size() for t in copied))
     return blocks
+
+
+def grad_shapes(params: list[torch.Tensor]) -> tuple:
+    """What an optimizer step's and a gradient all-reduce's kernels depend on: every
+    parameter's shape, dtype and whether it has a gradient."""
+    return tuple((tuple(q.shape), q.dtype, q.grad is not None) for q in params)
 
 
 def host_index(ids: np.ndarray, device) -> torch.Tensor:
