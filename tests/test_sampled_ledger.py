@@ -183,6 +183,8 @@ def test_device_view_gives_rapidgnn_speed_claims_device_values(gfile, records, t
     mb = view["minibatch"]
     assert mb["modelled_step_s"] == records["rapidgnn"]["minibatch"]["device_step_s"]
     assert math.isnan(mb["train_s"])                       # not priced: missing
+    assert all(math.isfinite(rk["part_cpu_max_s"]) and 0 < rk["part_cpu_max_s"] < rk["cpu_s"]
+               for rk in view["ranks"])
     inputs = ReportInputs("test", runs=paths)
 
     def context_of(v):

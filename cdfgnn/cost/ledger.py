@@ -436,13 +436,10 @@ def counted_once(memo: dict, key, fn):
         for kind, fields in kept.items():
             st.ledger.add(st.phase, kind, **fields)
         return out
-    outer, st.ledger = st.ledger, Ledger()
-    try:
+    outer = st.ledger
+    with into(Ledger()) as counted:
         out = fn()
-        counted = st.ledger
-    finally:
-        st.ledger = outer
-    if counted.phases == [st.phase] or not counted.phases:
+    if counted.phases in ([st.phase], []):    # kept only when it all fell in one phase
         memo[key] = counted.totals()
     outer.merge(counted)
     return out

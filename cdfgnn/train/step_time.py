@@ -43,7 +43,7 @@ import numpy as np
 from cdfgnn.comm.network import NetworkModel, get_profile
 from cdfgnn.cost.efficiency import Efficiency, load_efficiency
 from cdfgnn.cost.hardware import GpuProfile, run_gpus
-from cdfgnn.cost.ledger import Ledger
+from cdfgnn.cost.ledger import STEP_PHASES, Ledger
 from cdfgnn.partition.base import Topology
 
 SYNC_MODES = ("sync",)
@@ -241,12 +241,17 @@ def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topolog
     mean = (lambda k: float(np.mean([e[k] for e in epochs])) if epochs else 0.0)
     per_rank = (lambda k: np.mean([e[k] for e in epochs], axis=0).tolist() if epochs
                 else [0.0] * p)
-    overhead = _pull_kernel_seconds(inputs, pricers)
+    overhead = _per_rank_seconds(inputs, pricers, lambda k: k.startswith(PULL_PHASE))
+    # one part per worker: the part's compute is the step's outside pulls, optimizer and
+    # all-reduce (the full-batch model's part_compute_max_s)
+    part = _per_rank_seconds(inputs, pricers, lambda k: not k.startswith(PULL_PHASE)
+                             and k not in STEP_PHASES)
     return {"epoch_s": mean("epoch_s"), "epochs_s": [e["epoch_s"] for e in epochs],
             "step_s": mean("step_s"), "network_s": mean("network_s"),
             "exposed_s": mean("exposed_s"),
             "compute_s": per_rank("compute_r"), "vertex_s": per_rank("network_r"),
             "reduce_s": per_rank("reduce_r"), "overhead_s": overhead,
+            "part_compute_max_s": part,
             "comm_s": (np.asarray(per_rank("network_r")) + per_rank("reduce_r")).tolist(),
             "phases_s": _phase_seconds(inputs, pricers)}
 
@@ -270,12 +275,13 @@ def _phase_seconds(inputs: dict, pricers: list) -> dict[str, float]:
     return {k: v / n for k, v in sorted(acc.items())}
 
 
-def _pull_kernel_seconds(inputs: dict, pricers: list) -> list[float]:
-    """Per rank, the pulls' own kernels (``pull/*`` phases), mean per epoch."""
+def _per_rank_seconds(inputs: dict, pricers: list, phase) -> list[float]:
+    """Per rank, the priced seconds of the ledger phases ``phase(name)`` selects, summed
+    over steps, mean per epoch."""
     acc = np.zeros(len(inputs["ranks"]))
     for r, item in _each_step(inputs):
         acc[r] += sum(v for k, v in pricers[r].phases(item["ledger"]).items()
-                      if k.startswith(PULL_PHASE))
+                      if k != "total" and phase(k))
     return (acc / max(len(inputs["epochs"]), 1)).tolist()
 
 
