@@ -215,7 +215,8 @@ def sampled_ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers:
             def cfg(n):
                 return TrainConfig(graph=gfile, dataset=None, method=method, model="sage",
                                    layers=2, hidden=hidden, dropout=0.0,
-                                   fanouts=list(fanouts), batch_size=batch_size, epochs=n, warmup=0, workers=p, hosts=p,
+                                   fanouts=list(fanouts), batch_size=batch_size, epochs=n,
+                                   warmup=0, workers=p, hosts=p,
                                    devices="p100", network="rapidgnn-chameleon")
             nb = run_training(cfg(1))["minibatch"]["num_batches"]
             times: dict[tuple, list[float]] = {(on, c): [] for on in (False, True)
@@ -247,8 +248,9 @@ def sampled_ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers:
                 rows.update({f"sampled_ledger_off_p{p}_{c}": off,
                              f"sampled_ledger_on_p{p}_{c}": on,
                              f"sampled_ledger_ratio_p{p}_{unit}": on / off})
-                print(f"{method} P={p} b={batch_size} fanouts={list(fanouts)} thread epoch {unit:4s}: ledger off {off * 1e3:7.1f} ms, "
-                      f"on {on * 1e3:7.1f} ms, ratio {on / off:.3f} (target <= 1.05) "
+                print(f"{method} P={p} b={batch_size} fanouts={list(fanouts)} thread epoch "
+                      f"{unit:4s}: ledger off {off * 1e3:7.1f} ms, on {on * 1e3:7.1f} ms, "
+                      f"ratio {on / off:.3f} (target <= 1.05) "
                       f"{'PASS' if on / off <= 1.05 else 'FAIL'}")
     return rows
 

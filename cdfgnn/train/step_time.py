@@ -45,6 +45,7 @@ from cdfgnn.cost.efficiency import Efficiency, load_efficiency
 from cdfgnn.cost.hardware import GpuProfile, run_gpus
 from cdfgnn.cost.ledger import STEP_PHASES, Ledger
 from cdfgnn.partition.base import Topology
+from cdfgnn.train.device_time import _link_seconds, _Pricer
 
 SYNC_MODES = ("sync",)
 BACKGROUND_MODES = ("background", "fill")
@@ -179,7 +180,6 @@ class _Links:
 
     def seconds(self, r: int, sent: list[np.ndarray], msgs: np.ndarray) -> float:
         """``sent[q]``: bytes per peer of rank q's traffic (received by r: ``sent[q][r]``)."""
-        from cdfgnn.train.device_time import _link_seconds
         received = float(sum(b[r] for q, b in enumerate(sent) if q != r))
         return _link_seconds(self.net, self.link, r, self.host, sent[r], msgs, received,
                              self.gpus[r], self.eff)
@@ -231,7 +231,6 @@ def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topolog
     rank) and ``network``: the keys of :func:`cdfgnn.train.device_time.device_model`
     (per rank ``vertex_s`` = the pulls, ``overhead_s`` = the pulls' kernels) and the
     mini-batch times ``step_s``, ``network_s``, ``exposed_s`` (mean over epochs)."""
-    from cdfgnn.train.device_time import _Pricer
     eff = eff or load_efficiency()
     memo: dict[str, _Pricer] = {}
     pricers = [memo.setdefault(g.name, _Pricer(g, eff)) for g in gpus]
