@@ -9,6 +9,8 @@ Prints ratios measured side by side in one run (targets from issue 2):
     runs interleaved (issue 13)                          target <= 1.15 at P=1 and P=4
   * epoch time with the operation ledger counting / with counting switched off
     (cdfgnn.cost.ledger), runs interleaved (issue 21)    target <= 1.05
+  * the same on the sampled track (RapidGNN's mini-batch steps: one ledger per step,
+    counting on in alternate epochs; ``--only sampled-ledger``)  target <= 1.05
 
 Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [--epochs 10]
        python benchmarks/engine_overhead.py --only dropout --dropout-workers 1,4 \
@@ -16,6 +18,8 @@ Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [
        python benchmarks/engine_overhead.py --only ledger --ledger-workers 1,2
        python benchmarks/engine_overhead.py --only ledger --ledger-workers 2 \
            --ledger-parts 64 --ledger-method cofree --ledger-partitioner ne
+       python benchmarks/engine_overhead.py --only sampled-ledger --nodes 10000 \
+           --ledger-workers 4 --sampled-method rapidgnn
 """
 from __future__ import annotations
 
@@ -189,6 +193,68 @@ def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[in
     return rows
 
 
+def sampled_ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[int],
+                          method: str = "rapidgnn", rounds: int = 2, batch_size: int = 50,
+                          fanouts: tuple[int, ...] = (5, 10)) -> dict[str, float]:
+    """:func:`ledger_ratios` for the sampled track: counting (one ledger per step) on in
+    alternate epochs of one run, thread backend (default sampling: the quick config's,
+    fan-outs [5, 10], batch 50); per-epoch thread CPU seconds (median over ranks' epochs)
+    and wall seconds (the slowest rank's epoch)."""
+    from contextlib import nullcontext
+
+    import cdfgnn.train.minibatch as minibatch
+    from cdfgnn.cost import ledger
+    from cdfgnn.train.config import TrainConfig
+    from cdfgnn.train.run import run_training
+    counting, assemble = ledger.counting, minibatch.assemble
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        gfile = f"{tmp}/graph.npz"
+        graph.save(gfile)
+        for p in workers:
+            def cfg(n):
+                return TrainConfig(graph=gfile, dataset=None, method=method, model="sage",
+                                   layers=2, hidden=hidden, dropout=0.0,
+                                   fanouts=list(fanouts), batch_size=batch_size, epochs=n,
+                                   warmup=0, workers=p, hosts=p,
+                                   devices="p100", network="rapidgnn-chameleon")
+            nb = run_training(cfg(1))["minibatch"]["num_batches"]
+            times: dict[tuple, list[float]] = {(on, c): [] for on in (False, True)
+                                               for c in ("wall_s", "cpu_s")}
+            for _ in range(rounds):
+                calls, seen = {}, []
+
+                def alternate(led, phase=""):   # per rank thread: counting in odd epochs
+                    import threading
+                    k = threading.get_ident()
+                    calls[k] = calls.get(k, -1) + 1
+                    return counting(led, phase) if (calls[k] // nb) % 2 else nullcontext(led)
+
+                def capture(c, topology, network, results):
+                    seen.append([res["times"] for res in results])
+                    return assemble(c, topology, network, results)
+                ledger.counting, minibatch.assemble = alternate, capture
+                try:
+                    run_training(cfg(2 * epochs))
+                finally:
+                    ledger.counting, minibatch.assemble = counting, assemble
+                for e in range(2 * warmup, 2 * epochs):
+                    ranks = [ts[e] for ts in seen[0]]
+                    times[bool(e % 2), "wall_s"].append(max(t["wall_s"] for t in ranks))
+                    times[bool(e % 2), "cpu_s"] += [t["cpu_s"] for t in ranks]
+            for c in ("wall_s", "cpu_s"):
+                off, on = (float(np.median(times[k, c])) for k in (False, True))
+                unit = c[:-2]
+                rows.update({f"sampled_ledger_off_p{p}_{c}": off,
+                             f"sampled_ledger_on_p{p}_{c}": on,
+                             f"sampled_ledger_ratio_p{p}_{unit}": on / off})
+                print(f"{method} P={p} b={batch_size} fanouts={list(fanouts)} thread epoch "
+                      f"{unit:4s}: ledger off {off * 1e3:7.1f} ms, on {on * 1e3:7.1f} ms, "
+                      f"ratio {on / off:.3f} (target <= 1.05) "
+                      f"{'PASS' if on / off <= 1.05 else 'FAIL'}")
+    return rows
+
+
 def peak_rss_child(graph_file: str, workers: int, epochs: int) -> tuple[float, float]:
     """(RSS after loading the graph, peak RSS after training) of a fresh process, in MB."""
     code = ("import benchmarks.engine_overhead as b; from cdfgnn.data.graph import Graph;"
@@ -208,7 +274,14 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--skip-memory", action="store_true")
-    ap.add_argument("--only", choices=["dropout", "ledger"], help="measure only this line")
+    ap.add_argument("--only", choices=["dropout", "ledger", "sampled-ledger"],
+                    help="measure only this line")
+    ap.add_argument("--sampled-method", default="rapidgnn",
+                    help="method of the sampled-ledger line (rapidgnn, distdgl-metis, ...)")
+    ap.add_argument("--sampled-batch", type=int, default=50,
+                    help="batch size of the sampled-ledger line")
+    ap.add_argument("--sampled-fanouts", default="5,10",
+                    help="fan-outs of the sampled-ledger line (comma-separated)")
     ap.add_argument("--ledger-workers", default="1,2",
                     help="P values of the ledger line (comma-separated)")
     ap.add_argument("--ledger-parts", type=int, default=None,
@@ -228,6 +301,12 @@ def main() -> None:
     print(f"graph: {graph.num_nodes} nodes, {graph.num_edges} undirected edges, "
           f"{graph.num_features} features, {graph.num_classes} classes")
     w = args.warmup
+    if args.only == "sampled-ledger":
+        print(json.dumps(sampled_ledger_ratios(
+            graph, args.hidden, args.epochs, w, [int(v) for v in args.ledger_workers.split(",")],
+            args.sampled_method, batch_size=args.sampled_batch,
+            fanouts=tuple(int(v) for v in args.sampled_fanouts.split(",")))))
+        return
     ledger = ledger_ratios(graph, args.hidden, args.epochs, w,
                            [int(v) for v in args.ledger_workers.split(",")],
                            parts=args.ledger_parts, method=args.ledger_method,

@@ -414,3 +414,32 @@ def attach_layer_phases(layers) -> list:
             return _mark(out, f"bwd/L{i}")
         handles += [layer.register_forward_pre_hook(pre), layer.register_forward_hook(post)]
     return handles
+
+
+# ---------------------------------------------------------------- repeated work
+def counted_once(memo: dict, key, fn):
+    """Run ``fn()``, counting its kernels once per ``key``: the first call while counting
+    counts them (under this thread's phase) and keeps them in ``memo``; later calls run
+    ``fn`` with the dispatch mode off and add the kept counts. For work whose kernels
+    depend on ``key`` alone (an optimizer step, a gradient flatten: the parameters'
+    shapes), where a Python call per aten op would cost more than small steps (the
+    sampled track's). Returns what ``fn`` returns."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    st = _STATE
+    if st.ledger is None or st.paused:
+        return fn()
+    kept = memo.get(key)
+    if kept is not None:
+        with paused(), _disable_current_modes():
+            out = fn()
+        for kind, fields in kept.items():
+            st.ledger.add(st.phase, kind, **fields)
+        return out
+    outer = st.ledger
+    with into(Ledger()) as counted:
+        out = fn()
+    if counted.phases in ([st.phase], []):    # kept only when it all fell in one phase
+        memo[key] = counted.totals()
+    outer.merge(counted)
+    return out

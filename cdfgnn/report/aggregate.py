@@ -126,9 +126,10 @@ def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
     computes the same numbers from the device model that it computes from the CPU-measured
     one. A time the device model does not price (every ``*_s`` field of the summary, the
     ranks, the epoch rows and the mini-batch section that it does not replace: a record
-    without ``model_time.device``, a mini-batch step) becomes missing (NaN, so that
-    arithmetic on it stays missing), never the CPU-measured value. A rank's
-    ``part_cpu_max_s`` becomes its largest part's priced compute (``part_compute_max_s``)."""
+    without ``model_time.device``, the precompute's seconds) becomes missing (NaN, so
+    that arithmetic on it stays missing), never the CPU-measured value. A rank's
+    ``part_cpu_max_s`` becomes its largest part's priced compute (``part_compute_max_s``);
+    a sampled record's step, network, exposed and epoch times come from its step model."""
     from cdfgnn.train.device_time import reprice
 
     mt = dict(_section(rec, "model_time"))
@@ -150,6 +151,8 @@ def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
                         modelled_comm_s=vert + red, modelled_vertex_s=vert,
                         modelled_reduce_s=red,
                         part_cpu_max_s=_part_compute(rec, priced, r))
+    if minibatch and priced is not None and "step_s" in priced:   # the sampled step model
+        minibatch.update(_device_minibatch(priced))
     out = {**rec, "model_time": mt, "summary": summary, "ranks": ranks, "epochs": epochs}
     if minibatch:
         out["minibatch"] = minibatch
@@ -163,6 +166,17 @@ def _part_compute(rec: Mapping[str, Any], priced: Mapping[str, Any], r: int) -> 
     counted = all("part_ledgers" in item for item in
                   rec["model_time"]["device"]["inputs"]["ranks"][r]["patterns"])
     return priced["part_compute_max_s"][r] if counted or not several else math.nan
+
+
+def _device_minibatch(priced: Mapping[str, Any]) -> dict[str, float]:
+    """The mini-batch section's times from the sampled track's device model
+    (:func:`cdfgnn.train.step_time.step_device_model`): modelled step, network, exposed
+    network and epoch; the step's wall time is the modelled step."""
+    step, net, exposed, epoch = (priced[k] for k in ("step_s", "network_s", "exposed_s",
+                                                     "epoch_s"))
+    return {"modelled_step_s": step, "step_time_s": step, "modelled_network_s": net,
+            "exposed_network_s": exposed, "modelled_epoch_s": epoch, "device_step_s": step,
+            "device_network_s": net, "device_exposed_s": exposed, "device_epoch_s": epoch}
 
 
 def _untimed(section: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,13 @@ the host (the schedule is host data); the index tensors that address device rows
 copied host -> device, and ids a peer sent that arrived on the device (nccl) are copied
 back to the host. Feature rows never pass through the host. Those copies are counted in
 bytes (``copied``; :meth:`take_copied`), as JACA counts its shared tier's.
+
+Operation ledger (:mod:`cdfgnn.cost.ledger`): a pull's own kernels (the owner's gather
+of the rows it answers, the scatter of the received rows) are counted in phase
+``pull/<mode>``, its two ``all_to_all`` rounds are not (the communicator pauses
+counting: the network model prices them), and every index tensor :meth:`index` builds
+is recorded as a host -> device ``copy`` of its bytes on every device, so a CPU run
+counts what a GPU run copies.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import numpy as np
 import torch
 
 from cdfgnn.comm.timers import THREAD_CPU, Clock
+from cdfgnn.cost import ledger as oplog
 from cdfgnn.data.graph import Graph
 from cdfgnn.sampling.schedule import Batch
 
@@ -84,6 +92,8 @@ class FeatureStore:
     def index(self, positions: np.ndarray) -> torch.Tensor:
         """Host positions (int64) as an index tensor on the store's device (counted)."""
         t = torch.from_numpy(positions)
+        # a GPU run copies it host -> device: counted on every device (ledger)
+        oplog.record("copy", calls=1, bytes=t.numel() * t.element_size())
         if self.device.type != "cpu":
             self.copied["h2d"] += t.numel() * t.element_size()
             t = t.to(self.device)
@@ -126,6 +136,12 @@ class FeatureStore:
     def pull(self, ids: np.ndarray, mode: str = "sync") -> torch.Tensor:
         """Rows of remote vertices ``ids`` (owned elsewhere), in the order of ``ids``."""
         span = self.compute_clock.start()
+        with oplog.phase(f"pull/{mode}"):      # its kernels: the pull's, not the step's
+            out = self._pull(ids, mode)
+        self.counters.cpu_s += span.stop().seconds()
+        return out
+
+    def _pull(self, ids: np.ndarray, mode: str) -> torch.Tensor:
         tag = FILL if mode == "fill" else FETCH
         own = self.owner[ids]
         order = np.argsort(own, kind="stable")
@@ -145,7 +161,6 @@ class FeatureStore:
                 rows = got[q]
                 out[self.index(order[bounds[q]: bounds[q + 1]])] = self._on_device(rows)
                 self.counters.add(mode, q, rows.numel() * rows.element_size(), 1, rows.shape[0])
-        self.counters.cpu_s += span.stop().seconds()
         return out
 
     def gather(self, batch: Batch, remote_rows: torch.Tensor | None = None,

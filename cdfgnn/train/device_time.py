@@ -213,6 +213,9 @@ def reprice(record: dict, devices=None, network=None, eff: Efficiency | None = N
     gpus = ([get_gpu(n) for n in dev["profiles"]] if devices is None
             else run_gpus(devices, workers)[0])
     inputs = dev["inputs"]
+    if inputs.get("track") == "minibatch":   # the sampled track's step model (float32 only)
+        from cdfgnn.train.step_time import step_device_model
+        return step_device_model(inputs, gpus, network or dev["network"], topology, eff)
     if cfg.get("dtype") == "float64":
         inputs = float64_products(inputs)
     return device_model(inputs, gpus, network or dev["network"], topology, eff)

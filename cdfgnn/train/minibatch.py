@@ -27,6 +27,16 @@ ranks (synchronous training). An epoch is the sum of its steps, or the rank's to
 link time (every pull, the cache fill included, + all-reduces) when that is larger.
 "Network time" (RapidGNN Table 2) is the modelled seconds of every pull of the epoch,
 wherever it ran (the paper does not say; we choose); ``exposed`` is the part on the critical path.
+The rule is written once, in :mod:`cdfgnn.train.step_time`.
+
+Device-modelled step (beside it, as the full-batch track's ``model_time.device``): every
+step of every rank is counted into an operation ledger (:mod:`cdfgnn.cost.ledger`;
+phases ``inputs``, ``pull/<mode>``, ``blocks``, ``fwd/L{i}``, ``bwd/L{i}``,
+``fwd/head``, ``bwd/head``, ``reduce``, ``optimizer``), with the host-built blocks'
+matrices, their input ids, the labels' index and the store's index tensors recorded as
+host -> device copies; the same rule then takes compute from the priced ledger and the
+pulls and all-reduce from the device NetworkModel (``minibatch.device_*_s``,
+``summary.device_epoch_time_s``, epoch rows' ``device_s``; docs/time-model.md).
 """
 from __future__ import annotations
 
@@ -37,9 +47,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from cdfgnn.comm.launcher import launch
 from cdfgnn.comm.timers import clocks_for
+from cdfgnn.cost.hardware import get_gpu
+from cdfgnn.cost import ledger as oplog
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
 from cdfgnn.methods.sampled import SampledContext
@@ -55,7 +68,10 @@ from cdfgnn.train.loop import (GRAD_TAG, LocalData, all_reduce_grads, full_graph
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
-from cdfgnn.train.run import assemble_ranks
+from cdfgnn.train.run import assemble_ranks, record_device_summary
+from cdfgnn.train.step_time import (allreduce_traffic, collect_step_inputs, cpu_terms,
+                                    epoch_times, step_device_model,
+                                    step_device_section)
 from cdfgnn.train.worker import (full_graph_counter, load_inputs, model_for, rank_device,
                                  stage_files)
 
@@ -94,6 +110,8 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
     n_train = int(graph.train.sum())
     epochs, times, traffic, steps = [], [], [], []
     meter = EnergyMeter(cfg.device) if r == 0 else None
+    oplog.attach_layer_phases(model.layers)
+    reduce_memo, step_memo = {}, {}        # oplog.counted_once: kernels per grad shapes
     for epoch in range(cfg.epochs):
         comm.reset_epoch()
         model.train()
@@ -107,26 +125,35 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
             step_wall, step_cpu = wall_clock.start(), compute_clock.start()
             red0 = comm.seconds.get(GRAD_TAG, 0.0)
             model.epoch = epoch * 1_000_003 + i      # a fresh dropout mask per step
-            batch, x_in = strategy.inputs(epoch, i)
-            pulls = store.counters.take()
-            blocks = blocks_from_arrays(graph, batch.srcs, batch.structure, device, dtype)
-            seeds = batch.seeds
-            out = model(x_in, blocks)
-            data = LocalData(x_in, y[torch.from_numpy(seeds).to(device)],
-                             torch.ones(seeds.size, dtype=torch.bool, device=device),
-                             None, None, seeds.size, graph.multilabel)
-            loss = loss_sum(out, data) / max(int(totals[i]), 1)
-            opt.zero_grad()
-            loss.backward()
-            if p > 1:
-                all_reduce_grads(comm, params)
-            opt.step()
-            total += loss.detach().double() * int(totals[i])
+            counts = oplog.Ledger()
+            with oplog.counting(counts, "inputs"):   # what a GPU would execute (not timed)
+                batch, x_in = strategy.inputs(epoch, i)
+                pulls = store.counters.take()
+                with oplog.phase("blocks"):
+                    blocks = device_blocks(graph, batch, model, device, dtype)
+                seeds = batch.seeds
+                oplog.set_phase("fwd/head")
+                out = model(x_in, blocks)
+                data = LocalData(x_in, y[host_index(seeds, device)],
+                                 torch.ones(seeds.size, dtype=torch.bool, device=device),
+                                 None, None, seeds.size, graph.multilabel)
+                loss = loss_sum(out, data) / max(int(totals[i]), 1)
+                with oplog.phase("optimizer"):
+                    opt.zero_grad()
+                loss.backward()
+                shapes = grad_shapes(params)         # the next two count once per shapes
+                if p > 1:
+                    with oplog.phase("reduce"):
+                        oplog.counted_once(reduce_memo, shapes,
+                                           lambda: all_reduce_grads(comm, params))
+                with oplog.phase("optimizer"):
+                    oplog.counted_once(step_memo, shapes, opt.step)
+                    total += loss.detach().double() * int(totals[i])
             wall, cpu = step_wall.stop().seconds(), step_cpu.stop().seconds()
             step_rows.append({"wall_s": wall, "cpu_s": cpu, "pull_cpu_s": pulls.cpu_s,
                               "reduce_wall_s": comm.seconds.get(GRAD_TAG, 0.0) - red0,
                               "seeds": int(seeds.size), "inputs": int(batch.inputs.size),
-                              **pulls.as_dict()})
+                              **pulls.as_dict(), "ledger": counts.to_dict()})
         extra = {**(strategy.on_epoch_end(epoch) or {}), **store.take_copied()}
         end_pulls = store.counters.take()
         if meter is not None:
@@ -159,6 +186,40 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
     }
 
 
+def device_blocks(graph: Graph, batch, model, device, dtype) -> list:
+    """The step's sampled blocks with their CSR matrices built. A GPU run of this track
+    builds them on the host (DistDGL's samplers do too) and copies the matrix, its
+    transpose and the input ids host -> device: that build is host work (not counted)
+    and those copies are recorded as ``copy`` entries, on every device. The build runs
+    with the ledger's dispatch mode off, not merely paused: its few dozen host ops would
+    otherwise each pay the mode's Python call."""
+    with oplog.paused(), _disable_current_modes():
+        blocks = blocks_from_arrays(graph, batch.srcs, batch.structure, device, dtype)
+        copied = [blk.input_ids for blk in blocks]
+        for blk, layer in zip(blocks, model.layers):
+            if layer.norm is not None:
+                mat = blk.matrix(layer.norm)
+                copied += [part for csr in (mat.a, mat.at) for part in
+                           (csr.crow_indices(), csr.col_indices(), csr.values())]
+    oplog.record("copy", calls=len(copied),
+                 bytes=sum(t.numel() * t.element_size() for t in copied))
+    return blocks
+
+
+def grad_shapes(params: list[torch.Tensor]) -> tuple:
+    """What an optimizer step's and a gradient all-reduce's kernels depend on: every
+    parameter's shape, dtype and whether it has a gradient."""
+    return tuple((tuple(q.shape), q.dtype, q.grad is not None) for q in params)
+
+
+def host_index(ids: np.ndarray, device) -> torch.Tensor:
+    """Host ids as an index tensor on ``device`` (a host -> device copy on a GPU run,
+    recorded as such on every device)."""
+    t = torch.from_numpy(ids)
+    oplog.record("copy", calls=1, bytes=t.numel() * t.element_size())
+    return t.to(device)
+
+
 # ------------------------------------------------------------------------ the run
 @dataclass
 class MiniBatchJob:
@@ -188,121 +249,130 @@ def run_minibatch(cfg: TrainConfig, graph: Graph, part, topology, network) -> di
 
 
 def assemble(cfg: TrainConfig, topology, network, results: list[dict]) -> dict[str, Any]:
+    """The record body: the full-batch body (:func:`assemble_ranks`), every epoch row's
+    pulls and modelled step times, the ``minibatch`` section and the device model."""
     body = assemble_ranks(cfg, topology, network, results)
-    p = cfg.workers
-    slow = np.asarray(network.slowdown)
     n_params = sum(v.numel() for v in results[0]["final_state"].values())
-    red = np.zeros(p)
-    red[0 if p == 1 else 1] = 2 * (p - 1) * n_params * 4 / p
-    reduce_s = [network.comm_seconds(r, np.roll(red, r), np.roll((red > 0) * 2.0 * (p - 1), r))
-                for r in range(p)]
-
-    def net(r: int, pulls: dict, modes) -> float:
-        b, m = np.zeros(p), np.zeros(p)
-        for mode in modes:
-            if mode in pulls:
-                b += pulls[mode]["bytes"]
-                m += pulls[mode]["msgs"]
-        return network.comm_seconds(r, b, m)
-
-    def rows(pulls: dict) -> int:
-        return int(sum(v["rows"] for v in pulls.values()))
-
-    def nbytes(pulls: dict) -> float:
-        return float(sum(sum(v["bytes"]) for v in pulls.values()))
-
-    def msgs(pulls: dict) -> float:
-        return float(sum(sum(v["msgs"]) for v in pulls.values()))
-
-    modes_all = ("sync", "background", "fill")
-    compute_er = []
-    for e, row in enumerate(body["epochs"]):
-        nb = len(results[0]["steps"][e]["steps"])
-        step_mod = np.zeros((nb, p))
-        step_wall = np.zeros((nb, p))
-        link = np.zeros(p)
-        exposed = np.zeros(p)
-        netw = np.zeros(p)
-        comp = np.zeros(p)
-        fetched = fbytes = fmsgs = 0.0
-        for r, res in enumerate(results):
-            ep = res["steps"][e]
-            for i, st in enumerate(ep["steps"]):
-                pulls = st["pull"]
-                compute = max(st["cpu_s"] - st["pull_cpu_s"], 0.0) * slow[r]
-                sync, bg = net(r, pulls, ("sync",)), net(r, pulls, ("background", "fill"))
-                step_mod[i, r] = max(compute, bg) + sync + reduce_s[r]
-                comp[r] += compute
-                step_wall[i, r] = st["wall_s"]
-                link[r] += sync + bg + reduce_s[r]
-                netw[r] += sync + bg
-                exposed[r] += sync + max(bg - compute, 0.0)
-                fetched += rows(pulls)
-                fbytes += nbytes(pulls)
-                fmsgs += msgs(pulls)
-            end = ep["end"]["pull"]
-            fill = net(r, end, modes_all)
-            link[r] += fill
-            netw[r] += fill
-            fetched += rows(end)
-            fbytes += nbytes(end)
-            fmsgs += msgs(end)
-        compute_er.append(comp.tolist())
-        steps_total = float(step_mod.max(axis=1).sum())
-        row["modelled_s"] = max(steps_total, float(link.max()))
-        row.update({
-            "rows_fetched": fetched, "fetch_bytes": fbytes, "fetch_msgs": fmsgs,
-            "step_time_s": float(step_wall.max(axis=1).mean()),
-            "modelled_step_s": float(step_mod.max(axis=1).mean()),
-            "modelled_network_s": float(netw.max()),
-            "exposed_network_s": float(exposed.max()),
-        })
-        for key in results[0]["steps"][e]:
-            if key not in ("steps", "end"):
-                row[key] = float(sum(res["steps"][e][key] for res in results))
-    sl = timed_slice(cfg.epochs, cfg.warmup)
-    timed = body["epochs"][sl]
-    mean = (lambda k: float(np.mean([r[k] for r in timed])) if timed else 0.0)
-    # the schedule precompute (sampling every epoch, files, counts); the cache fill apart
-    plan_s = max(res["plan"].get("precompute_s", res["plan"]["plan_wall_s"])
-                 for res in results)
-    train_s = float(sum(max(res["times"][e]["wall_s"] for res in results)
-                        for e in range(cfg.epochs)))
-    # the same in CPU seconds of each rank's thread (not inflated by a loaded host):
-    # the rank's precompute over the CPU seconds of its training epochs, worst rank
-    train_cpu = [sum(t["cpu_s"] for t in res["times"]) for res in results]
-    pre_cpu = [res["plan"].get("precompute_cpu_s") for res in results]
-    cpu_fr = [c / t for c, t in zip(pre_cpu, train_cpu) if c is not None and t > 0]
-    setup = [res["plan"].pop("plan_pull")["pull"] for res in results]
-    setup_rows = sum(rows(x) for x in setup)
-    mb = {
-        "track": "minibatch", "num_batches": body["epochs"][0]["batches"],
-        "fanouts": list(cfg.fanouts), "batch_size": cfg.batch_size,
-        "train_seeds": [res["train_seeds"] for res in results],
-        "precompute_s": plan_s, "train_s": train_s,
-        "precompute_fraction": plan_s / train_s if train_s > 0 else None,
-        "precompute_cpu_s": max((c for c in pre_cpu if c is not None), default=None),
-        "train_cpu_s": max(train_cpu, default=0.0),
-        "precompute_cpu_fraction": max(cpu_fr) if cpu_fr else None,
-        "setup_rows_fetched": setup_rows,
-        "setup_fetch_bytes": sum(nbytes(x) for x in setup),
-        "rows_fetched_per_epoch": mean("rows_fetched"),
-        "rows_fetched_per_epoch_with_setup":
-            float(np.mean([r["rows_fetched"] for r in body["epochs"]])) + setup_rows / cfg.epochs,
-        "fetch_bytes_per_epoch": mean("fetch_bytes"),
-        "fetch_bytes_per_epoch_with_setup": float(np.mean([r["fetch_bytes"] for r in
-                                                           body["epochs"]]))
-        + sum(nbytes(x) for x in setup) / cfg.epochs,
-        "step_time_s": mean("step_time_s"), "modelled_step_s": mean("modelled_step_s"),
-        "modelled_network_s": mean("modelled_network_s"),
-        "exposed_network_s": mean("exposed_network_s"),
-        "modelled_epoch_s": mean("modelled_s"),
-        "workers": [{**res["plan"], **res["summary"], "train_cpu_s": tc}
-                    for res, tc in zip(results, train_cpu)],
-    }
+    bytes_to, msgs_to = allreduce_traffic(cfg.workers, n_params)
+    reduce_s = [network.comm_seconds(r, np.asarray(b), np.asarray(m))
+                for r, (b, m) in enumerate(zip(bytes_to, msgs_to))]
+    compute_er = [_epoch_row(row, results, e, network, reduce_s)
+                  for e, row in enumerate(body["epochs"])]
+    mb = _minibatch_section(cfg, body, results)
     body["minibatch"] = mb
     body["model_time"]["epoch_s"] = mb["modelled_epoch_s"]
     body["summary"]["modelled_epoch_time_s"] = mb["modelled_epoch_s"]
     body["energy"] = {**results[0]["energy"], "modelled_cpu": energy.modelled_cpu_energy(
         [r["modelled_s"] for r in body["epochs"]], compute_er)}
+    add_step_device_model(body, cfg, topology, results, n_params)
     return body
+
+
+def _pull_rows(pulls: dict) -> int:
+    return int(sum(v["rows"] for v in pulls.values()))
+
+
+def _pull_bytes(pulls: dict) -> float:
+    return float(sum(sum(v["bytes"]) for v in pulls.values()))
+
+
+def _pull_msgs(pulls: dict) -> float:
+    return float(sum(sum(v["msgs"]) for v in pulls.values()))
+
+
+def _epoch_pulls(results: list[dict], e: int) -> dict[str, float]:
+    """Rows, bytes and messages of every pull of epoch ``e`` (steps and epoch end)."""
+    fetched = fbytes = fmsgs = 0.0
+    for res in results:
+        ep = res["steps"][e]
+        for pulls in [st["pull"] for st in ep["steps"]] + [ep["end"]["pull"]]:
+            fetched += _pull_rows(pulls)
+            fbytes += _pull_bytes(pulls)
+            fmsgs += _pull_msgs(pulls)
+    return {"rows_fetched": fetched, "fetch_bytes": fbytes, "fetch_msgs": fmsgs}
+
+
+def _epoch_row(row: dict, results: list[dict], e: int, network, reduce_s) -> list[float]:
+    """Epoch ``e``'s row: CPU-measured step model (:mod:`cdfgnn.train.step_time`), pulls,
+    the method's epoch columns (summed over workers); returns compute per rank."""
+    times = epoch_times(cpu_terms(results, e, network, reduce_s))
+    walls = np.array([[st["wall_s"] for st in res["steps"][e]["steps"]] for res in results])
+    row["modelled_s"] = times["epoch_s"]
+    row.update({
+        **_epoch_pulls(results, e),
+        "step_time_s": float(walls.T.max(axis=1).mean()),
+        "modelled_step_s": times["step_s"],
+        "modelled_network_s": times["network_s"],
+        "exposed_network_s": times["exposed_s"],
+    })
+    for key in results[0]["steps"][e]:
+        if key not in ("steps", "end"):
+            row[key] = float(sum(res["steps"][e][key] for res in results))
+    return times["compute_r"].tolist()
+
+
+def _precompute_columns(cfg: TrainConfig, results: list[dict]) -> dict[str, Any]:
+    """The schedule precompute (sampling every epoch, files, counts; the cache fill
+    apart) against training, in wall seconds and in each rank's thread CPU seconds (not
+    inflated by a loaded host: the rank's precompute over its training epochs, worst rank)."""
+    plan_s = max(res["plan"].get("precompute_s", res["plan"]["plan_wall_s"])
+                 for res in results)
+    train_s = float(sum(max(res["times"][e]["wall_s"] for res in results)
+                        for e in range(cfg.epochs)))
+    train_cpu = [sum(t["cpu_s"] for t in res["times"]) for res in results]
+    pre_cpu = [res["plan"].get("precompute_cpu_s") for res in results]
+    cpu_fr = [c / t for c, t in zip(pre_cpu, train_cpu) if c is not None and t > 0]
+    return {"precompute_s": plan_s, "train_s": train_s,
+            "precompute_fraction": plan_s / train_s if train_s > 0 else None,
+            "precompute_cpu_s": max((c for c in pre_cpu if c is not None), default=None),
+            "train_cpu_s": max(train_cpu, default=0.0),
+            "precompute_cpu_fraction": max(cpu_fr) if cpu_fr else None}
+
+
+def _minibatch_section(cfg: TrainConfig, body: dict, results: list[dict]) -> dict[str, Any]:
+    """The record's ``minibatch`` section (CPU-measured times, pulls, per-worker columns)."""
+    timed = body["epochs"][timed_slice(cfg.epochs, cfg.warmup)]
+    mean = (lambda k: float(np.mean([r[k] for r in timed])) if timed else 0.0)
+    every = (lambda k: float(np.mean([r[k] for r in body["epochs"]])))
+    setup = [res["plan"].pop("plan_pull")["pull"] for res in results]
+    setup_rows = sum(_pull_rows(x) for x in setup)
+    setup_bytes = sum(_pull_bytes(x) for x in setup)
+    pre = _precompute_columns(cfg, results)
+    return {
+        "track": "minibatch", "num_batches": body["epochs"][0]["batches"],
+        "fanouts": list(cfg.fanouts), "batch_size": cfg.batch_size,
+        "train_seeds": [res["train_seeds"] for res in results],
+        **pre,
+        "setup_rows_fetched": setup_rows,
+        "setup_fetch_bytes": setup_bytes,
+        "rows_fetched_per_epoch": mean("rows_fetched"),
+        "rows_fetched_per_epoch_with_setup": every("rows_fetched") + setup_rows / cfg.epochs,
+        "fetch_bytes_per_epoch": mean("fetch_bytes"),
+        "fetch_bytes_per_epoch_with_setup": every("fetch_bytes") + setup_bytes / cfg.epochs,
+        "step_time_s": mean("step_time_s"), "modelled_step_s": mean("modelled_step_s"),
+        "modelled_network_s": mean("modelled_network_s"),
+        "exposed_network_s": mean("exposed_network_s"),
+        "modelled_epoch_s": mean("modelled_s"),
+        "workers": [{**res["plan"], **res["summary"], "train_cpu_s": tc}
+                    for res, tc in zip(results, [sum(t["cpu_s"] for t in res["times"])
+                                                 for res in results])],
+    }
+
+
+def add_step_device_model(body: dict[str, Any], cfg: TrainConfig, topology,
+                          results: list[dict], n_params: int) -> None:
+    """Beside the CPU-measured model: every step's ledger priced on ``--devices`` (default
+    profile without it) + the device NetworkModel, under the same step rule
+    (:mod:`cdfgnn.train.step_time`); ``minibatch.device_{step,network,exposed,epoch}_s``."""
+    n = len(results[0]["steps"])
+    timed = list(range(n)[timed_slice(cfg.epochs, cfg.warmup)])
+    dev = step_device_section(collect_step_inputs(results, timed, n_params), cfg.devices,
+                              topology.num_parts, cfg.network, topology)
+    every = step_device_model(collect_step_inputs(results, range(n), n_params),
+                              [get_gpu(g) for g in dev["profiles"]], cfg.network, topology)
+    for row, s in zip(body["epochs"], every["epochs_s"]):
+        row["device_s"] = s
+    body["model_time"]["device"] = dev
+    record_device_summary(body, dev)
+    body["minibatch"].update(device_step_s=dev["step_s"], device_network_s=dev["network_s"],
+                             device_exposed_s=dev["exposed_s"], device_epoch_s=dev["epoch_s"])

@@ -229,6 +229,11 @@ def add_device_model(body: dict[str, Any], cfg: TrainConfig, topology: Topology,
     for row, s in zip(body["epochs"], every["epochs_s"]):
         row["device_s"] = s
     body["model_time"]["device"] = dev
+    record_device_summary(body, dev)
+
+
+def record_device_summary(body: dict[str, Any], dev: dict[str, Any]) -> None:
+    """The summary's ``device_epoch_time_s`` and ``device_profile`` of a device section."""
     body["summary"]["device_epoch_time_s"] = dev["epoch_s"]
     names = sorted(set(dev["profiles"]), key=dev["profiles"].index)
     body["summary"]["device_profile"] = ",".join(names) + (" (default)" if dev["default"]

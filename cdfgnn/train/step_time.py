@@ -1,0 +1,304 @@
+"""The sampled track's step rule, written once for its two time models.
+
+Per step i of an epoch and rank r the models give four terms (seconds):
+
+* ``compute``: the step's work outside pulls (CPU-measured: thread CPU seconds of the
+  step less its pulls' x slowdown; device: the step's priced ledger less its
+  ``pull/*`` phases);
+* ``sync``: pulls on the critical path (``sync`` mode);
+* ``background``: pulls for later batches and cache fills (``background``, ``fill``),
+  which overlap the step's compute;
+* ``reduce``: the gradient all-reduce;
+
+and per rank the ``end`` term: pulls after the last step (a cache fill or swap in
+``on_epoch_end``). Then (:func:`epoch_times`)
+
+* step = ``max(compute, background) + sync + reduce``; the step of the run is the
+  max over ranks (synchronous training);
+* epoch = the sum of the steps, or the rank's total link time (every pull, the
+  epoch's end included, + all-reduces) when that is larger;
+* network = every pull's seconds, wherever it ran; exposed = its part on the
+  critical path (``sync + max(background - compute, 0)``), worst rank.
+
+The CPU-measured model prices the pulls and the all-reduce with the run's
+NetworkModel (:func:`cpu_terms`); the device model prices them with the device
+NetworkModel of the network profile (plus, on a ``host_staged`` profile, the staging
+copies, as :func:`cdfgnn.train.device_time._link_seconds` does for the full-batch
+track) and adds the pulls' own kernels (phase ``pull/<mode>``) to the pull's term, as
+the full-batch device model adds codec and cache kernels to the communication side
+(:func:`device_terms`).
+
+The device model's counts are kept in the record (``model_time.device.inputs``,
+``"track": "minibatch"``, equal steps stored once per rank), so
+:func:`cdfgnn.train.device_time.reprice` prices a sampled run again without training.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from cdfgnn.comm.network import NetworkModel, get_profile
+from cdfgnn.cost.efficiency import Efficiency, load_efficiency
+from cdfgnn.cost.hardware import GpuProfile, run_gpus
+from cdfgnn.cost.ledger import STEP_PHASES, Ledger
+from cdfgnn.partition.base import Topology
+from cdfgnn.train.device_time import _link_seconds, _Pricer
+
+SYNC_MODES = ("sync",)
+BACKGROUND_MODES = ("background", "fill")
+ALL_MODES = ("sync", "background", "fill")
+#: ledger phase prefix of a pull's own kernels (cdfgnn/sampling/feature_store.py)
+PULL_PHASE = "pull/"
+TRACK = "minibatch"
+
+
+# ---------------------------------------------------------------- the rule
+@dataclass
+class StepTerms:
+    """One epoch's terms: ``[steps, ranks]`` arrays, ``end`` per rank."""
+
+    compute: np.ndarray
+    sync: np.ndarray
+    background: np.ndarray
+    reduce: np.ndarray
+    end: np.ndarray
+
+
+def step_seconds(compute, sync, background, reduce):
+    """The step rule: prefetch overlaps compute; sync pulls and the all-reduce do not."""
+    return np.maximum(compute, background) + sync + reduce
+
+
+def _running_sum(a: np.ndarray) -> np.ndarray:
+    """Per rank, the steps' values added in step order (the order the record always used)."""
+    return np.add.accumulate(a, axis=0)[-1] if a.shape[0] else np.zeros(a.shape[1])
+
+
+def epoch_times(t: StepTerms) -> dict[str, Any]:
+    """The epoch of :class:`StepTerms` (module docstring): run-level seconds and, per rank,
+    its compute, network (pulls), reduce and link seconds."""
+    step = step_seconds(t.compute, t.sync, t.background, t.reduce)
+    link = _running_sum(t.sync + t.background + t.reduce) + t.end
+    network = _running_sum(t.sync + t.background) + t.end
+    exposed = _running_sum(t.sync + np.maximum(t.background - t.compute, 0.0))
+    worst = step.max(axis=1) if step.size else np.zeros(0)
+    return {"epoch_s": max(float(worst.sum()), float(link.max())),
+            "step_s": float(worst.mean()) if worst.size else 0.0,
+            "network_s": float(network.max()), "exposed_s": float(exposed.max()),
+            "compute_r": _running_sum(t.compute), "network_r": network,
+            "reduce_r": _running_sum(t.reduce)}
+
+
+# ---------------------------------------------------------------- traffic
+def allreduce_traffic(p: int, n_params: int) -> tuple[list[list[float]], list[list[float]]]:
+    """Per rank, bytes and messages to every rank of one gradient all-reduce of
+    ``n_params`` float32 values (ring: 2(P-1)/P of the vector to the next rank)."""
+    red = np.zeros(p)
+    red[0 if p == 1 else 1] = 2 * (p - 1) * n_params * 4 / p
+    msgs = (red > 0) * 2.0 * (p - 1)
+    return ([np.roll(red, r).tolist() for r in range(p)],
+            [np.roll(msgs, r).tolist() for r in range(p)])
+
+
+def pull_traffic(pulls: dict, modes: Sequence[str], p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and messages per peer of the pulls of ``modes`` (``{mode: {bytes, msgs}}``)."""
+    b, m = np.zeros(p), np.zeros(p)
+    for mode in modes:
+        if mode in pulls:
+            b += pulls[mode]["bytes"]
+            m += pulls[mode]["msgs"]
+    return b, m
+
+
+def cpu_terms(results: list[dict], e: int, network, reduce_s: Sequence[float]) -> StepTerms:
+    """Epoch ``e``'s terms on the CPU-measured model: thread CPU seconds x the rank's
+    slowdown, the run's NetworkModel for the pulls; ``reduce_s`` per rank."""
+    p = len(results)
+    slow = np.asarray(network.slowdown)
+    nb = len(results[0]["steps"][e]["steps"])
+    t = StepTerms(*(np.zeros((nb, p)) for _ in range(4)), np.zeros(p))
+
+    def net(r: int, pulls: dict, modes) -> float:
+        return network.comm_seconds(r, *pull_traffic(pulls, modes, p))
+
+    for r, res in enumerate(results):
+        ep = res["steps"][e]
+        for i, st in enumerate(ep["steps"]):
+            t.compute[i, r] = max(st["cpu_s"] - st["pull_cpu_s"], 0.0) * slow[r]
+            t.sync[i, r] = net(r, st["pull"], SYNC_MODES)
+            t.background[i, r] = net(r, st["pull"], BACKGROUND_MODES)
+            t.reduce[i, r] = reduce_s[r]
+        t.end[r] = net(r, ep["end"]["pull"], ALL_MODES)
+    return t
+
+
+# ---------------------------------------------------------------- device counts
+def _traffic_only(pulls: dict) -> dict:
+    """``{mode: {bytes, msgs}}`` of a step's pulls (rows are not priced)."""
+    return {m: {"bytes": list(v["bytes"]), "msgs": list(v["msgs"])}
+            for m, v in sorted(pulls.items())}
+
+
+def collect_step_inputs(results: list[dict], epochs: Sequence[int], n_params: int,
+                        ) -> dict[str, Any]:
+    """The counts of every rank, step and given epoch, equal steps stored once per rank:
+    ``{"track", "epochs", "ranks": [{"patterns": [{ledger, pull}], "epoch_steps":
+    [[pattern per step] per epoch], "end": [pulls per epoch], "reduce": {bytes, msgs}}]}``."""
+    p = len(results)
+    red_bytes, red_msgs = allreduce_traffic(p, n_params)
+    ranks = []
+    for r, res in enumerate(results):
+        patterns, index, order = [], {}, []
+        for e in epochs:
+            row = []
+            for st in res["steps"][e]["steps"]:
+                item = {"ledger": st["ledger"], "pull": _traffic_only(st["pull"])}
+                key = json.dumps(item, sort_keys=True)
+                if key not in index:
+                    index[key] = len(patterns)
+                    patterns.append(item)
+                row.append(index[key])
+            order.append(row)
+        ranks.append({"patterns": patterns, "epoch_steps": order,
+                      "end": [_traffic_only(res["steps"][e]["end"]["pull"]) for e in epochs],
+                      "reduce": {"bytes": red_bytes[r], "msgs": red_msgs[r]}})
+    return {"track": TRACK, "epochs": list(epochs), "ranks": ranks}
+
+
+class _Links:
+    """Device-model network seconds of one rank's traffic (+ staging copies)."""
+
+    def __init__(self, topology: Topology, network, gpus: Sequence[GpuProfile],
+                 eff: Efficiency):
+        self.link = get_profile(network)
+        self.net = NetworkModel(topology, self.link)
+        self.host = np.arange(topology.num_parts) // topology.devices_per_host
+        self.gpus, self.eff = gpus, eff
+
+    def seconds(self, r: int, sent: list[np.ndarray], msgs: np.ndarray) -> float:
+        """``sent[q]``: bytes per peer of rank q's traffic (received by r: ``sent[q][r]``)."""
+        received = float(sum(b[r] for q, b in enumerate(sent) if q != r))
+        return _link_seconds(self.net, self.link, r, self.host, sent[r], msgs, received,
+                             self.gpus[r], self.eff)
+
+
+def _step_terms(items: list[dict], phases: list[dict], links: _Links, i: int,
+                t: StepTerms) -> None:
+    """Fill step i of ``t`` from every rank's counts ``items`` and priced ``phases``."""
+    p = len(items)
+    for modes, field, phase_names in ((SYNC_MODES, t.sync, ("pull/sync",)),
+                                      (BACKGROUND_MODES, t.background,
+                                       ("pull/background", "pull/fill"))):
+        traffic = [pull_traffic(it["pull"], modes, p) for it in items]
+        sent = [b for b, _ in traffic]
+        for r in range(p):
+            kernels = sum(phases[r].get(k, 0.0) for k in phase_names)
+            field[i, r] = links.seconds(r, sent, traffic[r][1]) + kernels
+    for r in range(p):
+        pulls = sum(v for k, v in phases[r].items() if k.startswith(PULL_PHASE))
+        t.compute[i, r] = phases[r]["total"] - pulls
+
+
+def device_terms(inputs: dict, pricers: list, links: _Links) -> list[StepTerms]:
+    """Per epoch in ``inputs``: the device model's :class:`StepTerms`."""
+    ranks = inputs["ranks"]
+    p = len(ranks)
+    red = [np.asarray(rk["reduce"]["bytes"], dtype=np.float64) for rk in ranks]
+    reduce_s = np.array([links.seconds(r, red, np.asarray(ranks[r]["reduce"]["msgs"]))
+                         for r in range(p)])
+    out = []
+    for j in range(len(inputs["epochs"])):
+        steps = [[rk["patterns"][k] for k in rk["epoch_steps"][j]] for rk in ranks]
+        nb = len(steps[0])
+        t = StepTerms(*(np.zeros((nb, p)) for _ in range(3)), np.tile(reduce_s, (nb, 1)),
+                      np.zeros(p))
+        for i in range(nb):
+            items = [steps[r][i] for r in range(p)]
+            _step_terms(items, [pricers[r].phases(it["ledger"]) for r, it in enumerate(items)],
+                        links, i, t)
+        traffic = [pull_traffic(rk["end"][j], ALL_MODES, p) for rk in ranks]
+        t.end[:] = [links.seconds(r, [b for b, _ in traffic], traffic[r][1]) for r in range(p)]
+        out.append(t)
+    return out
+
+
+def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: Topology,
+                      eff: Efficiency | None = None) -> dict[str, Any]:
+    """Device-modelled times of the sampled epochs in ``inputs`` on ``gpus`` (one per
+    rank) and ``network``: the keys of :func:`cdfgnn.train.device_time.device_model`
+    (per rank ``vertex_s`` = the pulls, ``overhead_s`` = the pulls' kernels) and the
+    mini-batch times ``step_s``, ``network_s``, ``exposed_s`` (mean over epochs)."""
+    eff = eff or load_efficiency()
+    memo: dict[str, _Pricer] = {}
+    pricers = [memo.setdefault(g.name, _Pricer(g, eff)) for g in gpus]
+    terms = device_terms(inputs, pricers, _Links(topology, network, gpus, eff))
+    epochs = [epoch_times(t) for t in terms]
+    p = topology.num_parts
+    mean = (lambda k: float(np.mean([e[k] for e in epochs])) if epochs else 0.0)
+    per_rank = (lambda k: np.mean([e[k] for e in epochs], axis=0).tolist() if epochs
+                else [0.0] * p)
+    overhead = _per_rank_seconds(inputs, pricers, lambda k: k.startswith(PULL_PHASE))
+    # one part per worker: the part's compute is the step's outside pulls, optimizer and
+    # all-reduce (the full-batch model's part_compute_max_s)
+    part = _per_rank_seconds(inputs, pricers, lambda k: not k.startswith(PULL_PHASE)
+                             and k not in STEP_PHASES)
+    return {"epoch_s": mean("epoch_s"), "epochs_s": [e["epoch_s"] for e in epochs],
+            "step_s": mean("step_s"), "network_s": mean("network_s"),
+            "exposed_s": mean("exposed_s"),
+            "compute_s": per_rank("compute_r"), "vertex_s": per_rank("network_r"),
+            "reduce_s": per_rank("reduce_r"), "overhead_s": overhead,
+            "part_compute_max_s": part,
+            "comm_s": (np.asarray(per_rank("network_r")) + per_rank("reduce_r")).tolist(),
+            "phases_s": _phase_seconds(inputs, pricers)}
+
+
+def _each_step(inputs: dict):
+    """(rank, counts) of every step of every epoch in ``inputs``."""
+    for r, rk in enumerate(inputs["ranks"]):
+        for row in rk["epoch_steps"]:
+            for k in row:
+                yield r, rk["patterns"][k]
+
+
+def _phase_seconds(inputs: dict, pricers: list) -> dict[str, float]:
+    """Priced seconds per ledger phase, summed over ranks and steps, mean per epoch."""
+    acc: dict[str, float] = {}
+    for r, item in _each_step(inputs):
+        for k, v in pricers[r].phases(item["ledger"]).items():
+            if k != "total":
+                acc[k] = acc.get(k, 0.0) + v
+    n = max(len(inputs["epochs"]), 1)
+    return {k: v / n for k, v in sorted(acc.items())}
+
+
+def _per_rank_seconds(inputs: dict, pricers: list, phase) -> list[float]:
+    """Per rank, the priced seconds of the ledger phases ``phase(name)`` selects, summed
+    over steps, mean per epoch."""
+    acc = np.zeros(len(inputs["ranks"]))
+    for r, item in _each_step(inputs):
+        acc[r] += sum(v for k, v in pricers[r].phases(item["ledger"]).items()
+                      if k != "total" and phase(k))
+    return (acc / max(len(inputs["epochs"]), 1)).tolist()
+
+
+def step_ledger_totals(inputs: dict) -> dict[str, dict[str, float]]:
+    """``{kind: {field: mean per epoch, summed over ranks and steps}}``."""
+    total = Ledger()
+    for _, item in _each_step(inputs):
+        total.merge(Ledger.from_dict(item["ledger"]))
+    n = max(len(inputs["epochs"]), 1)
+    return {k: {f: v / n for f, v in fields.items()} for k, fields in total.totals().items()}
+
+
+def step_device_section(inputs: dict, devices, workers: int, network, topology: Topology,
+                        eff: Efficiency | None = None) -> dict[str, Any]:
+    """The sampled record's ``model_time.device`` (the keys of the full-batch section)."""
+    eff = eff or load_efficiency()
+    gpus, default = run_gpus(devices, workers)
+    model = step_device_model(inputs, gpus, network, topology, eff)
+    return {"profiles": [g.name for g in gpus], "default": default,
+            "network": get_profile(network).name, "efficiency": eff.describe(), **model,
+            "ledger_totals": step_ledger_totals(inputs), "inputs": inputs}
