@@ -196,6 +196,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         res.precompute_traffic = precompute_first_layer(model, parts, comm)
     lead_rank = comm is None or comm.rank == 0
     oplog.attach_layer_phases(model.layers)
+    reduce_memo, step_memo = {}, {}        # oplog.counted_once: kernels per grad shapes
     bar = progress(total=epochs, desc="epochs", unit="epoch") if lead_rank else None
     for epoch in range(epochs):
         if comm is not None:
@@ -217,11 +218,13 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
                     oplog.set_phase("fwd/head")
                     loss = loss + _train_part(model, part, epoch).detach().double()
                 part_spans[-1].stop()
+            shapes = grad_shapes(params)   # the next two are counted once per shapes
             if comm is not None and comm.world_size > 1:
                 with oplog.phase("reduce"):
-                    all_reduce_grads(comm, params)
+                    oplog.counted_once(reduce_memo, shapes,
+                                       lambda: all_reduce_grads(comm, params))
             with oplog.phase("optimizer"):
-                opt.step()
+                oplog.counted_once(step_memo, shapes, opt.step)
         wall_span.stop(), cpu_span.stop()
         for c in part_counts:
             counts.merge(c)
@@ -281,6 +284,12 @@ def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str
         part.prop.use_view(part.prop.base_view.but(training=False))
         part.pre = model.precompute(part.data.x, part.prop)
     return comm.stats.snapshot() if comm is not None else {}
+
+
+def grad_shapes(params: list[torch.Tensor]) -> tuple:
+    """What an optimizer step's and a gradient all-reduce's kernels depend on: every
+    parameter's shape, dtype and whether it has a gradient (``oplog.counted_once``'s key)."""
+    return tuple((tuple(q.shape), q.dtype, q.grad is not None) for q in params)
 
 
 def all_reduce_grads(comm, params: list[torch.Tensor]) -> None:
