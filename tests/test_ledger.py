@@ -237,6 +237,52 @@ def test_bad_profile_input_is_one_line(tmp_path):
         EFF.but(spmm_bw=0.0)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_optimizer_and_reduce_counted_once_equal_counting_every_epoch(graph_file, workers,
+                                                                     monkeypatch):
+    """run_epochs counts the optimizer step and the gradient all-reduce once per parameter
+    shapes (oplog.counted_once); the ledgers equal those of counting every epoch's ops."""
+    from cdfgnn.cost import ledger as oplog
+    kw = dict(workers=workers, trainer="distributed" if workers > 1 else "full-graph",
+              weight_decay=1e-4)
+    memo = run_training(_cfg(graph_file, **kw))
+    monkeypatch.setattr(oplog, "counted_once", lambda memo, key, fn: fn())
+    every = run_training(_cfg(graph_file, **kw))
+    a, b = memo["model_time"]["device"]["inputs"], every["model_time"]["device"]["inputs"]
+    assert a == b
+    assert _rank_ledger(memo).get("optimizer", "elementwise")["calls"] > 0
+    if workers > 1:
+        assert _rank_ledger(memo).get("reduce", "gather")["calls"] > 0
+
+
+@pytest.mark.parametrize("trainer", ["distributed", "full-graph"])
+def test_count_ops_false_trains_the_same_without_a_device_model(graph_file, trainer):
+    """--count-ops false: the same training (losses bit for bit), no ledger, no device
+    model, and nothing that pretends to be one."""
+    kw = dict(trainer=trainer, workers=2 if trainer == "distributed" else 1)
+    counted = run_training(_cfg(graph_file, **kw))
+    plain = run_training(_cfg(graph_file, count_ops=False, **kw))
+    validate_record(plain)
+    assert [e["loss"] for e in plain["epochs"]] == [e["loss"] for e in counted["epochs"]]
+    assert "device" in counted["model_time"] and "device" not in plain["model_time"]
+    assert "device_epoch_time_s" not in plain["summary"]
+    assert all("device_s" not in e for e in plain["epochs"])
+    assert plain["summary"]["modelled_epoch_time_s"] > 0
+
+
+def test_count_ops_false_refuses_profiles_only_the_ledger_prices(graph_file, tmp_path,
+                                                                 capsys):
+    out = tmp_path / "r.json"
+    assert main(["train", "--graph", graph_file, "--workers", "2", "--devices", "a100-80",
+                 "--count-ops", "false", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--devices a100-80" in err[0] and "--count-ops false" in err[0]
+    assert not out.exists()
+    # CaPGNN Table 1 devices still scale the CPU-measured model without the ledger
+    TrainConfig(graph=graph_file, dataset=None, workers=2, devices="x2",
+                count_ops=False).validate()
+
+
 def test_the_shipped_efficiency_file_loads():
     eff = load_efficiency()
     assert 0 < eff.dense_flop <= 1 and eff.source

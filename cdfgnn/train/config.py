@@ -132,6 +132,10 @@ class TrainConfig:
         "seconds before a stuck rank stops the run", "execution", flag="--timeout", grid=True))
     network: str = field(default="cdfgnn-table2", metadata=option(
         "NetworkModel link profile", "execution", grid=True))
+    count_ops: bool = field(default=True, metadata=option(
+        "count the operation ledger (every aten op a GPU would run: the device-modelled "
+        "epoch); false: no device model, and measured times free of the counting cost "
+        "(docs/time-model.md, 'What counting costs')", "execution", grid=True))
     devices: str | None = field(default=None, metadata=option(
         "GPU profiles the run's operation ledger is priced on (device-modelled epoch; also "
         "the CPU-measured model's CaPGNN slowdown): one name for every worker (a100-80, "
@@ -198,6 +202,8 @@ class TrainConfig:
         if self.devices:
             from cdfgnn.comm.devices import parse_devices
             parse_devices(self.devices, None)   # names here; the count when the run starts
+            if not self.count_ops:
+                self._check_uncounted_devices()
         if self.warmup < 0:
             raise CdfgnnError(f"--warmup must be >= 0, got {self.warmup}")
         if self.memory_budget is not None:
@@ -205,6 +211,15 @@ class TrainConfig:
             parse_bytes(self.memory_budget)
         if self.trainer == DISTRIBUTED:
             self._check_method(parts)
+
+    def _check_uncounted_devices(self) -> None:
+        """Without the ledger, ``--devices`` only scales the CPU-measured model, and only
+        by CaPGNN Table 1 measurements: any other profile would be silently ignored."""
+        from cdfgnn.comm.devices import measured_only, parse_devices
+        if not measured_only(parse_devices(self.devices, self.workers)):
+            raise CdfgnnError(f"--devices {self.devices} names GPU profiles priced on the "
+                              "operation ledger, which --count-ops false turns off; give "
+                              "CaPGNN Table 1 devices only, or count operations")
 
     def _check_method(self, parts: int | None) -> None:
         """The one call of the method's ``check_compatible``: a one-line error naming

@@ -20,6 +20,7 @@ between the oracle and a distributed run can only come from synchronisation:
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -167,12 +168,14 @@ def metrics_from_counts(c: np.ndarray, multilabel: bool) -> dict[str, float]:
 def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
                weight_decay: float = 0.0, comm=None, eval_every: int = 1,
                full_graph_eval: bool = False,
-               full_graph_counts: Callable[[GNN], torch.Tensor] | None = None) -> LoopResult:
+               full_graph_counts: Callable[[GNN], torch.Tensor] | None = None,
+               count_ops: bool = True) -> LoopResult:
     """Train ``model`` on ``parts``; ``comm`` None means one process (the oracle).
 
     ``full_graph_eval`` (the same on every rank): evaluate by one-process full-graph
     inference on rank 0, whose ``full_graph_counts(model)`` returns the metric counts,
     broadcast to every rank, instead of evaluating the parts distributedly.
+    ``count_ops`` False: no operation ledger (``res.ledgers`` stays empty).
     """
     opt = Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     params = [p for p in model.parameters()]
@@ -193,6 +196,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         res.precompute_traffic = precompute_first_layer(model, parts, comm)
     lead_rank = comm is None or comm.rank == 0
     oplog.attach_layer_phases(model.layers)
+    reduce_memo, step_memo = {}, {}        # oplog.counted_once: kernels per grad shapes
     bar = progress(total=epochs, desc="epochs", unit="epoch") if lead_rank else None
     for epoch in range(epochs):
         if comm is not None:
@@ -201,7 +205,9 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         model.epoch = epoch
         wall_span, cpu_span = wall_clock.start(), compute_clock.start()
         counts = oplog.Ledger()
-        with oplog.counting(counts, "optimizer"):   # what a GPU would execute (not timed)
+        # what a GPU would execute (counted, not timed; the counting's own CPU cost is in
+        # the measured times: count_ops=False leaves it out, with the device model)
+        with oplog.counting(counts, "optimizer") if count_ops else nullcontext():
             opt.zero_grad(set_to_none=False)
             loss = torch.zeros((), dtype=torch.float64, device=device)
             part_spans, part_counts = [], []
@@ -212,16 +218,19 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
                     oplog.set_phase("fwd/head")
                     loss = loss + _train_part(model, part, epoch).detach().double()
                 part_spans[-1].stop()
+            shapes = grad_shapes(params)   # the next two are counted once per shapes
             if comm is not None and comm.world_size > 1:
                 with oplog.phase("reduce"):
-                    all_reduce_grads(comm, params)
+                    oplog.counted_once(reduce_memo, shapes,
+                                       lambda: all_reduce_grads(comm, params))
             with oplog.phase("optimizer"):
-                opt.step()
+                oplog.counted_once(step_memo, shapes, opt.step)
         wall_span.stop(), cpu_span.stop()
         for c in part_counts:
             counts.merge(c)
-        res.ledgers.append(counts.to_dict())
-        if len(parts) > 1:   # one part: its counts are the epoch's but the STEP_PHASES
+        if count_ops:
+            res.ledgers.append(counts.to_dict())
+        if count_ops and len(parts) > 1:   # one part: its counts are the epoch's but the STEP_PHASES
             res.part_ledgers.append([c.to_dict() for c in part_counts])
         # read time (cuda: synchronises on the epoch's last events)
         res.times.append(_epoch_times(comm, wall_span.seconds(), cpu_span.seconds(), lead,
@@ -275,6 +284,12 @@ def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str
         part.prop.use_view(part.prop.base_view.but(training=False))
         part.pre = model.precompute(part.data.x, part.prop)
     return comm.stats.snapshot() if comm is not None else {}
+
+
+def grad_shapes(params: list[torch.Tensor]) -> tuple:
+    """What an optimizer step's and a gradient all-reduce's kernels depend on: every
+    parameter's shape, dtype and whether it has a gradient (``oplog.counted_once``'s key)."""
+    return tuple((tuple(q.shape), q.dtype, q.grad is not None) for q in params)
 
 
 def all_reduce_grads(comm, params: list[torch.Tensor]) -> None:

@@ -41,6 +41,7 @@ pulls and all-reduce from the device NetworkModel (``minibatch.device_*_s``,
 from __future__ import annotations
 
 import tempfile
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ from cdfgnn.train import energy
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.energy import EnergyMeter
 from cdfgnn.train.loop import (GRAD_TAG, LocalData, all_reduce_grads, full_graph_metrics,
-                               loss_sum, reduce_scalar)
+                               grad_shapes, loss_sum, reduce_scalar)
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
@@ -126,7 +127,8 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
             red0 = comm.seconds.get(GRAD_TAG, 0.0)
             model.epoch = epoch * 1_000_003 + i      # a fresh dropout mask per step
             counts = oplog.Ledger()
-            with oplog.counting(counts, "inputs"):   # what a GPU would execute (not timed)
+            # what a GPU would execute (counted, not timed; see loop.run_epochs)
+            with oplog.counting(counts, "inputs") if cfg.count_ops else nullcontext():
                 batch, x_in = strategy.inputs(epoch, i)
                 pulls = store.counters.take()
                 with oplog.phase("blocks"):
@@ -153,7 +155,8 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
             step_rows.append({"wall_s": wall, "cpu_s": cpu, "pull_cpu_s": pulls.cpu_s,
                               "reduce_wall_s": comm.seconds.get(GRAD_TAG, 0.0) - red0,
                               "seeds": int(seeds.size), "inputs": int(batch.inputs.size),
-                              **pulls.as_dict(), "ledger": counts.to_dict()})
+                              **pulls.as_dict(),
+                              **({"ledger": counts.to_dict()} if cfg.count_ops else {})})
         extra = {**(strategy.on_epoch_end(epoch) or {}), **store.take_copied()}
         end_pulls = store.counters.take()
         if meter is not None:
@@ -204,12 +207,6 @@ def device_blocks(graph: Graph, batch, model, device, dtype) -> list:
     oplog.record("copy", calls=len(copied),
                  bytes=sum(t.numel() * t.element_size() for t in copied))
     return blocks
-
-
-def grad_shapes(params: list[torch.Tensor]) -> tuple:
-    """What an optimizer step's and a gradient all-reduce's kernels depend on: every
-    parameter's shape, dtype and whether it has a gradient."""
-    return tuple((tuple(q.shape), q.dtype, q.grad is not None) for q in params)
 
 
 def host_index(ids: np.ndarray, device) -> torch.Tensor:
@@ -264,7 +261,8 @@ def assemble(cfg: TrainConfig, topology, network, results: list[dict]) -> dict[s
     body["summary"]["modelled_epoch_time_s"] = mb["modelled_epoch_s"]
     body["energy"] = {**results[0]["energy"], "modelled_cpu": energy.modelled_cpu_energy(
         [r["modelled_s"] for r in body["epochs"]], compute_er)}
-    add_step_device_model(body, cfg, topology, results, n_params)
+    if cfg.count_ops:
+        add_step_device_model(body, cfg, topology, results, n_params)
     return body
 
 

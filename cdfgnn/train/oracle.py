@@ -55,7 +55,7 @@ def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
     prop = FullGraphPropagator(graph.indptr, graph.indices, device=device, dtype=dtype)
     res = run_epochs(model, [TrainPart(prop, full_graph_data(graph, device, dtype))],
                      epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                     eval_every=cfg.eval_every)
+                     eval_every=cfg.eval_every, count_ops=cfg.count_ops)
     return {**result_dict(res), "max_memory_allocated_mb": device_peak_mb(device)}
 
 

@@ -174,7 +174,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
         prepared = method.prepare(graph, part, cfg.devices)
         results = train_distributed(cfg, graph, part, prepared.drop_arcs, session)
         body = assemble_ranks(cfg, topology, network, results)
-        add_device_model(body, cfg, topology, results)
+        if cfg.count_ops:
+            add_device_model(body, cfg, topology, results)
     body["model_time"]["devices"] = describe(devices)
     body["model_time"]["transfer"] = list(network.transfer)
     body["partition"] = {**stats, "file": cfg.partition_file}

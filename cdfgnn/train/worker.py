@@ -186,7 +186,7 @@ def _train_parts(comm, cfg: TrainConfig, graph: Graph, parts: list[TrainPart], d
                       weight_decay=cfg.weight_decay, comm=comm, eval_every=cfg.eval_every,
                       full_graph_eval=full_eval,
                       full_graph_counts=full_graph_counter(graph, device, cfg.torch_dtype)
-                      if full_eval and comm.rank == 0 else None)
+                      if full_eval and comm.rank == 0 else None, count_ops=cfg.count_ops)
 
 
 def _sync_rows(books: list[PartitionBook]) -> dict[str, int]:
