@@ -14,7 +14,7 @@ from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.partition.base import Topology
 from cdfgnn.train import step_time
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.device_time import _Pricer, reprice
+from cdfgnn.train.device_time import Pricer, reprice
 from cdfgnn.train.run import run_training
 from cdfgnn.train.step_time import (BACKGROUND_MODES, SYNC_MODES, StepTerms, epoch_times,
                                     pull_traffic)
@@ -126,7 +126,7 @@ def _network_terms(inputs: dict, topology: Topology, network: str) -> list[np.nd
 def test_device_step_with_zero_compute_is_the_network_terms(records, monkeypatch):
     """The device model's step rule is the CPU model's: with every kernel priced at zero
     the step is exactly its pulls + all-reduce (max(0, background) + sync + reduce)."""
-    monkeypatch.setattr(_Pricer, "phases", lambda self, ledger: {"total": 0.0})
+    monkeypatch.setattr(Pricer, "phases", lambda self, ledger: {"total": 0.0})
     for rec in records.values():
         dev = rec["model_time"]["device"]
         priced = reprice(rec)
@@ -158,7 +158,7 @@ def test_both_models_use_the_one_step_rule(gfile, monkeypatch):
     assert rec["minibatch"]["modelled_step_s"] == pytest.approx(float(np.mean(
         [(t.compute + t.sync + t.background + t.reduce).max(axis=1).mean() for t in cpu])))
     dev = rec["model_time"]["device"]
-    pricer = _Pricer(get_gpu("p100"), load_efficiency())
+    pricer = Pricer(get_gpu("p100"), load_efficiency())
     links = step_time._Links(Topology.for_workers(2, 2), dev["network"],
                              [pricer.gpu, pricer.gpu], pricer.eff)
     terms = step_time.device_terms(dev["inputs"], [pricer, pricer], links)

@@ -52,7 +52,6 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from cdfgnn.comm.launcher import launch
 from cdfgnn.comm.timers import clocks_for
-from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.cost import ledger as oplog
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
@@ -69,10 +68,9 @@ from cdfgnn.train.loop import (GRAD_TAG, LocalData, all_reduce_grads, full_graph
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
-from cdfgnn.train.run import assemble_ranks, record_device_summary
+from cdfgnn.train.run import add_device_model, assemble_ranks
 from cdfgnn.train.step_time import (allreduce_traffic, collect_step_inputs, cpu_terms,
-                                    epoch_times, step_device_model,
-                                    step_device_section)
+                                    epoch_times)
 from cdfgnn.train.worker import (full_graph_counter, load_inputs, model_for, rank_device,
                                  stage_files)
 
@@ -362,15 +360,8 @@ def add_step_device_model(body: dict[str, Any], cfg: TrainConfig, topology,
     """Beside the CPU-measured model: every step's ledger priced on ``--devices`` (default
     profile without it) + the device NetworkModel, under the same step rule
     (:mod:`cdfgnn.train.step_time`); ``minibatch.device_{step,network,exposed,epoch}_s``."""
-    n = len(results[0]["steps"])
-    timed = list(range(n)[timed_slice(cfg.epochs, cfg.warmup)])
-    dev = step_device_section(collect_step_inputs(results, timed, n_params), cfg.devices,
-                              topology.num_parts, cfg.network, topology)
-    every = step_device_model(collect_step_inputs(results, range(n), n_params),
-                              [get_gpu(g) for g in dev["profiles"]], cfg.network, topology)
-    for row, s in zip(body["epochs"], every["epochs_s"]):
-        row["device_s"] = s
-    body["model_time"]["device"] = dev
-    record_device_summary(body, dev)
+    add_device_model(body, cfg, topology, results,
+                     lambda epochs: collect_step_inputs(results, epochs, n_params))
+    dev = body["model_time"]["device"]
     body["minibatch"].update(device_step_s=dev["step_s"], device_network_s=dev["network_s"],
                              device_exposed_s=dev["exposed_s"], device_epoch_s=dev["epoch_s"])
