@@ -223,3 +223,40 @@ def test_counted_once_counts_under_the_callers_phase():
     assert led.phases == ["optimizer"]
     assert led.get("optimizer", "elementwise")["calls"] == 6 and len(memo) == 1
     assert oplog.counted_once(memo, "k", lambda: 7) == 7      # not counting: just runs
+
+
+@pytest.mark.parametrize("model", ["sage", "gat"])
+def test_block_build_is_host_work_recorded_as_copies(small_graph, model):
+    """device_blocks builds what the layers read on the host (the dispatch mode off) and
+    records it as host -> device copies; the forward then issues no op of that build (a
+    GAT's arc list included: built on the host and copied on a GPU run)."""
+    import torch
+
+    from cdfgnn.cost import ledger as oplog
+    from cdfgnn.sampling.blocks import sample_block_arrays
+    from cdfgnn.sampling.schedule import Batch
+    from cdfgnn.train.worker import model_for
+
+    cfg = TrainConfig(graph="unused.npz", dataset=None, model=model, hidden=8, dropout=0.0)
+    net = model_for(cfg, small_graph)
+    srcs, structure = sample_block_arrays(small_graph, np.arange(16), [3, 3],
+                                          np.random.default_rng(0))
+    led = oplog.Ledger()
+    with oplog.counting(led, "blocks"):
+        blocks = minibatch.device_blocks(small_graph, Batch(0, 0, srcs, structure), net,
+                                         torch.device("cpu"), torch.float32)
+    assert set(led.phases) == {"blocks"} and set(led.to_dict()["blocks"]) == {"copy"}
+    copied = sum(b.input_ids.numel() * 8 for b in blocks)
+    for blk, layer in zip(blocks, net.layers):
+        if layer.norm is None:
+            copied += sum(t.numel() * t.element_size() for t in blk.arcs_with_self_loops())
+        else:
+            mat = blk.matrix(layer.norm)
+            copied += sum(t.numel() * t.element_size() for csr in (mat.a, mat.at)
+                          for t in (csr.crow_indices(), csr.col_indices(), csr.values()))
+    assert led.get("blocks", "copy")["bytes"] == copied
+    again = oplog.Ledger()
+    with oplog.counting(again, "x"):              # built once: reading it issues no op
+        for blk, layer in zip(blocks, net.layers):
+            blk.arcs_with_self_loops() if layer.norm is None else blk.matrix(layer.norm)
+    assert again.to_dict() == {}

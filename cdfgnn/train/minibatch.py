@@ -190,18 +190,21 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
 def device_blocks(graph: Graph, batch, model, device, dtype) -> list:
     """The step's sampled blocks with their CSR matrices built. A GPU run of this track
     builds them on the host (DistDGL's samplers do too) and copies the matrix, its
-    transpose and the input ids host -> device: that build is host work (not counted)
-    and those copies are recorded as ``copy`` entries, on every device. The build runs
-    with the ledger's dispatch mode off, not merely paused: its few dozen host ops would
-    otherwise each pay the mode's Python call."""
+    transpose (an attention layer, which has no norm: its arc list) and the input ids
+    host -> device: that build is host work (not counted) and those copies are recorded
+    as ``copy`` entries, on every device. The build runs with the ledger's dispatch mode
+    off, not merely paused: its few dozen host ops would otherwise each pay the mode's
+    Python call."""
     with oplog.paused(), _disable_current_modes():
         blocks = blocks_from_arrays(graph, batch.srcs, batch.structure, device, dtype)
         copied = [blk.input_ids for blk in blocks]
         for blk, layer in zip(blocks, model.layers):
-            if layer.norm is not None:
-                mat = blk.matrix(layer.norm)
-                copied += [part for csr in (mat.a, mat.at) for part in
-                           (csr.crow_indices(), csr.col_indices(), csr.values())]
+            if layer.norm is None:     # GAT: the (row, col) arc list it attends over
+                copied += list(blk.arcs_with_self_loops())
+                continue
+            mat = blk.matrix(layer.norm)
+            copied += [part for csr in (mat.a, mat.at) for part in
+                       (csr.crow_indices(), csr.col_indices(), csr.values())]
     oplog.record("copy", calls=len(copied),
                  bytes=sum(t.numel() * t.element_size() for t in copied))
     return blocks
