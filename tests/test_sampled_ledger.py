@@ -260,3 +260,23 @@ def test_block_build_is_host_work_recorded_as_copies(small_graph, model):
         for blk, layer in zip(blocks, net.layers):
             blk.arcs_with_self_loops() if layer.norm is None else blk.matrix(layer.norm)
     assert again.to_dict() == {}
+
+
+def test_count_ops_false_sampled_run_has_no_device_model(gfile, records):
+    """--count-ops false on the sampled track: the same training, no step ledgers and no
+    device model; the device view leaves its times missing and reprice says why."""
+    from cdfgnn.errors import CdfgnnError
+    from cdfgnn.report.aggregate import device_view
+    from cdfgnn.train.record import validate_record
+
+    plain = run_training(_cfg(gfile, "rapidgnn", count_ops=False, devices=None))
+    validate_record(plain)
+    counted = records["rapidgnn"]
+    assert [e["loss"] for e in plain["epochs"]] == [e["loss"] for e in counted["epochs"]]
+    assert "device" not in plain["model_time"] and "device_epoch_s" not in plain["minibatch"]
+    assert all("device_s" not in e for e in plain["epochs"])
+    view = device_view(plain)
+    assert math.isnan(view["minibatch"]["modelled_step_s"])
+    assert math.isnan(view["summary"]["modelled_epoch_time_s"])
+    with pytest.raises(CdfgnnError, match="--count-ops false"):
+        reprice(plain)
