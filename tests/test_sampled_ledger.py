@@ -59,7 +59,9 @@ def test_step_rule_by_hand():
 
 
 def test_every_step_is_counted_with_its_copies(records):
+    from cdfgnn.train.record import validate_record
     for rec in records.values():
+        validate_record(rec)
         dev = rec["model_time"]["device"]
         assert dev["inputs"]["track"] == "minibatch" and dev["profiles"] == ["p100", "p100"]
         totals = dev["ledger_totals"]
