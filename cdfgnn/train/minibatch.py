@@ -148,7 +148,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
                                            lambda: all_reduce_grads(comm, params))
                 with oplog.phase("optimizer"):
                     oplog.counted_once(step_memo, shapes, opt.step)
-                    total += loss.detach().double() * int(totals[i])
+                total += loss.detach().double() * int(totals[i])   # the epoch's loss: head
             wall, cpu = step_wall.stop().seconds(), step_cpu.stop().seconds()
             step_rows.append({"wall_s": wall, "cpu_s": cpu, "pull_cpu_s": pulls.cpu_s,
                               "reduce_wall_s": comm.seconds.get(GRAD_TAG, 0.0) - red0,
