@@ -14,7 +14,7 @@ from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.partition.base import Topology
 from cdfgnn.train import step_time
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.device_time import _Pricer, reprice
+from cdfgnn.train.device_time import Pricer, reprice
 from cdfgnn.train.run import run_training
 from cdfgnn.train.step_time import (BACKGROUND_MODES, SYNC_MODES, StepTerms, epoch_times,
                                     pull_traffic)
@@ -59,7 +59,9 @@ def test_step_rule_by_hand():
 
 
 def test_every_step_is_counted_with_its_copies(records):
+    from cdfgnn.train.record import validate_record
     for rec in records.values():
+        validate_record(rec)
         dev = rec["model_time"]["device"]
         assert dev["inputs"]["track"] == "minibatch" and dev["profiles"] == ["p100", "p100"]
         totals = dev["ledger_totals"]
@@ -126,7 +128,7 @@ def _network_terms(inputs: dict, topology: Topology, network: str) -> list[np.nd
 def test_device_step_with_zero_compute_is_the_network_terms(records, monkeypatch):
     """The device model's step rule is the CPU model's: with every kernel priced at zero
     the step is exactly its pulls + all-reduce (max(0, background) + sync + reduce)."""
-    monkeypatch.setattr(_Pricer, "phases", lambda self, ledger: {"total": 0.0})
+    monkeypatch.setattr(Pricer, "phases", lambda self, ledger: {"total": 0.0})
     for rec in records.values():
         dev = rec["model_time"]["device"]
         priced = reprice(rec)
@@ -158,7 +160,7 @@ def test_both_models_use_the_one_step_rule(gfile, monkeypatch):
     assert rec["minibatch"]["modelled_step_s"] == pytest.approx(float(np.mean(
         [(t.compute + t.sync + t.background + t.reduce).max(axis=1).mean() for t in cpu])))
     dev = rec["model_time"]["device"]
-    pricer = _Pricer(get_gpu("p100"), load_efficiency())
+    pricer = Pricer(get_gpu("p100"), load_efficiency())
     links = step_time._Links(Topology.for_workers(2, 2), dev["network"],
                              [pricer.gpu, pricer.gpu], pricer.eff)
     terms = step_time.device_terms(dev["inputs"], [pricer, pricer], links)
@@ -223,3 +225,60 @@ def test_counted_once_counts_under_the_callers_phase():
     assert led.phases == ["optimizer"]
     assert led.get("optimizer", "elementwise")["calls"] == 6 and len(memo) == 1
     assert oplog.counted_once(memo, "k", lambda: 7) == 7      # not counting: just runs
+
+
+@pytest.mark.parametrize("model", ["sage", "gat"])
+def test_block_build_is_host_work_recorded_as_copies(small_graph, model):
+    """device_blocks builds what the layers read on the host (the dispatch mode off) and
+    records it as host -> device copies; the forward then issues no op of that build (a
+    GAT's arc list included: built on the host and copied on a GPU run)."""
+    import torch
+
+    from cdfgnn.cost import ledger as oplog
+    from cdfgnn.sampling.blocks import sample_block_arrays
+    from cdfgnn.sampling.schedule import Batch
+    from cdfgnn.train.worker import model_for
+
+    cfg = TrainConfig(graph="unused.npz", dataset=None, model=model, hidden=8, dropout=0.0)
+    net = model_for(cfg, small_graph)
+    srcs, structure = sample_block_arrays(small_graph, np.arange(16), [3, 3],
+                                          np.random.default_rng(0))
+    led = oplog.Ledger()
+    with oplog.counting(led, "blocks"):
+        blocks = minibatch.device_blocks(small_graph, Batch(0, 0, srcs, structure), net,
+                                         torch.device("cpu"), torch.float32)
+    assert set(led.phases) == {"blocks"} and set(led.to_dict()["blocks"]) == {"copy"}
+    copied = sum(b.input_ids.numel() * 8 for b in blocks)
+    for blk, layer in zip(blocks, net.layers):
+        if layer.norm is None:
+            copied += sum(t.numel() * t.element_size() for t in blk.arcs_with_self_loops())
+        else:
+            mat = blk.matrix(layer.norm)
+            copied += sum(t.numel() * t.element_size() for csr in (mat.a, mat.at)
+                          for t in (csr.crow_indices(), csr.col_indices(), csr.values()))
+    assert led.get("blocks", "copy")["bytes"] == copied
+    again = oplog.Ledger()
+    with oplog.counting(again, "x"):              # built once: reading it issues no op
+        for blk, layer in zip(blocks, net.layers):
+            blk.arcs_with_self_loops() if layer.norm is None else blk.matrix(layer.norm)
+    assert again.to_dict() == {}
+
+
+def test_count_ops_false_sampled_run_has_no_device_model(gfile, records):
+    """--count-ops false on the sampled track: the same training, no step ledgers and no
+    device model; the device view leaves its times missing and reprice says why."""
+    from cdfgnn.errors import CdfgnnError
+    from cdfgnn.report.aggregate import device_view
+    from cdfgnn.train.record import validate_record
+
+    plain = run_training(_cfg(gfile, "rapidgnn", count_ops=False, devices=None))
+    validate_record(plain)
+    counted = records["rapidgnn"]
+    assert [e["loss"] for e in plain["epochs"]] == [e["loss"] for e in counted["epochs"]]
+    assert "device" not in plain["model_time"] and "device_epoch_s" not in plain["minibatch"]
+    assert all("device_s" not in e for e in plain["epochs"])
+    view = device_view(plain)
+    assert math.isnan(view["minibatch"]["modelled_step_s"])
+    assert math.isnan(view["summary"]["modelled_epoch_time_s"])
+    with pytest.raises(CdfgnnError, match="--count-ops false"):
+        reprice(plain)

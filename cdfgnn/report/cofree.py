@@ -8,10 +8,12 @@ epoch) and peak memory. Times per iteration are mean +- std over the timed epoch
 every seed (measured: wall time, max over ranks; modelled: the NetworkModel epoch; a
 mini-batch run's epoch time is divided by its batches).
 ``parallel_ms`` is the modelled time with one worker per part: the largest per-part
-CPU time of the epoch plus the modelled all-reduce (for runs holding several parts
-per worker); on the device view, the largest part's priced ledger plus the
-device-modelled all-reduce (``model_time.device.parallel_s``). Peers are recognised by method name (:data:`PEERS`); while no such run
-exists their rows say "not yet available".
+CPU time of the epoch plus the modelled communication, the all-reduce for CoFree (for
+runs holding several parts per worker); on the device view, the largest part's priced
+compute (``part_compute_max_s``) plus the device-modelled communication (for CoFree,
+whose parts exchange no rows, ``model_time.device.parallel_s``). Peers are recognised
+by method name (:data:`PEERS`); while no such run exists their rows say "not yet
+available".
 """
 from __future__ import annotations
 

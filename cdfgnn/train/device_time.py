@@ -35,6 +35,7 @@ from cdfgnn.cost.efficiency import Efficiency, load_efficiency
 from cdfgnn.cost.hardware import GpuProfile, get_gpu, run_gpus
 from cdfgnn.cost.ledger import FP64_KIND, STEP_PHASES, Ledger
 from cdfgnn.cost.pricing import host_copy_seconds, price
+from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Topology
 
 #: phases priced on the communication side (as the CPU-measured model's overhead)
@@ -84,7 +85,7 @@ def _per_epoch(inputs: dict) -> list[list[dict]]:
             for i in range(len(inputs["epochs"]))]
 
 
-class _Pricer:
+class Pricer:
     """Prices ledgers on one GPU, each distinct ledger once."""
 
     def __init__(self, gpu: GpuProfile, eff: Efficiency):
@@ -97,6 +98,12 @@ class _Pricer:
         return self._memo[key]
 
 
+def rank_pricers(gpus: Sequence[GpuProfile], eff: Efficiency) -> list[Pricer]:
+    """A :class:`Pricer` per rank, one shared by the ranks of each profile."""
+    shared: dict[str, Pricer] = {}
+    return [shared.setdefault(g.name, Pricer(g, eff)) for g in gpus]
+
+
 def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: Topology,
                  eff: Efficiency | None = None) -> dict[str, Any]:
     """Device-modelled times of the epochs in ``inputs`` on ``gpus`` (one per rank) and
@@ -106,8 +113,7 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
     net = NetworkModel(topology, link)
     p = topology.num_parts
     host = np.arange(p) // topology.devices_per_host
-    pricers = {}
-    per_rank_pricer = [pricers.setdefault(g.name, _Pricer(g, eff)) for g in gpus]
+    per_rank_pricer = rank_pricers(gpus, eff)
     rows = _per_epoch(inputs)
     epoch_s = np.zeros(len(rows))
     parts = np.zeros((len(rows), p, 5))   # compute, vertex, reduce, codec+cache, part compute
@@ -120,9 +126,9 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
             phases = per_rank_pricer[r].phases(item["ledger"])
             side = sum(v for k, v in phases.items() if k in COMM_SIDE)
             compute = phases["total"] - side
-            vertex = side + _link_seconds(net, link, r, host, item["vertex_bytes"],
+            vertex = side + link_seconds(net, link, r, host, item["vertex_bytes"],
                                           item["vertex_msgs"], recv["vertex"][r], gpus[r], eff)
-            reduce = _link_seconds(net, link, r, host, item["other_bytes"], item["other_msgs"],
+            reduce = link_seconds(net, link, r, host, item["other_bytes"], item["other_msgs"],
                                    recv["other"][r], gpus[r], eff)
             t = (max(compute, vertex) if item["overlap"] else compute + vertex) + reduce
             key = (r, id(item))            # a rank's epoch pattern: its parts priced once
@@ -153,7 +159,7 @@ def device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: To
             "phases_s": {k: v / n for k, v in sorted(phase_sum.items())}}
 
 
-def _part_compute_max(pricer: _Pricer, item: dict, phases: dict[str, float]) -> float:
+def _part_compute_max(pricer: Pricer, item: dict, phases: dict[str, float]) -> float:
     """The largest compute side (every phase but codec, cache and the STEP_PHASES) of one
     part of the rank; a rank holding one part has no ``part_ledgers``: its ledger is that
     part's, plus the STEP_PHASES (as the CPU-measured ``part_cpu_max_s`` times the part)."""
@@ -165,7 +171,7 @@ def _part_compute_max(pricer: _Pricer, item: dict, phases: dict[str, float]) -> 
     return compute(phases)
 
 
-def _link_seconds(net: NetworkModel, link, r: int, host: np.ndarray, bytes_to, msgs_to,
+def link_seconds(net: NetworkModel, link, r: int, host: np.ndarray, bytes_to, msgs_to,
                   received: float, gpu: GpuProfile, eff: Efficiency) -> float:
     """Network seconds of what rank r sent; on a host-staged profile the intra-host link
     is the staging itself, priced as the D2H + H2D copies on r's host link instead."""
@@ -178,23 +184,48 @@ def _link_seconds(net: NetworkModel, link, r: int, host: np.ndarray, bytes_to, m
     return net.comm_seconds(r, b, np.asarray(msgs_to, dtype=np.float64))
 
 
+def _sampled(inputs: dict) -> bool:
+    """Counts of the sampled track (:mod:`cdfgnn.train.step_time`): a ledger per step."""
+    from cdfgnn.train.step_time import TRACK
+    return inputs.get("track") == TRACK
+
+
+def _every_ledger(inputs: dict):
+    """Every counted ledger of ``inputs``: each rank's per epoch (full batch) or per step
+    (sampled track), every counted epoch."""
+    if _sampled(inputs):
+        from cdfgnn.train.step_time import each_step
+        return (item["ledger"] for _, item in each_step(inputs))
+    return (item["ledger"] for ranks in _per_epoch(inputs) for item in ranks)
+
+
 def ledger_totals(inputs: dict) -> dict[str, dict[str, float]]:
-    """``{kind: {field: mean per epoch, summed over ranks}}`` of the counted epochs."""
+    """``{kind: {field: mean per epoch, summed over ranks (and steps)}}`` of the counted
+    epochs."""
     total = Ledger()
-    rows = _per_epoch(inputs)
-    for ranks in rows:
-        for item in ranks:
-            total.merge(Ledger.from_dict(item["ledger"]))
-    n = max(len(rows), 1)
+    for led in _every_ledger(inputs):
+        total.merge(Ledger.from_dict(led))
+    n = max(len(inputs["epochs"]), 1)
     return {k: {f: v / n for f, v in fields.items()} for k, fields in total.totals().items()}
+
+
+def price_counts(inputs: dict, gpus: Sequence[GpuProfile], network, topology: Topology,
+                 eff: Efficiency | None = None) -> dict[str, Any]:
+    """:func:`device_model` of full-batch counts, or the sampled track's step model
+    (:func:`cdfgnn.train.step_time.step_device_model`) of sampled ones."""
+    if _sampled(inputs):
+        from cdfgnn.train.step_time import step_device_model
+        return step_device_model(inputs, gpus, network, topology, eff)
+    return device_model(inputs, gpus, network, topology, eff)
 
 
 def device_section(inputs: dict, devices, workers: int, network, topology: Topology,
                    eff: Efficiency | None = None) -> dict[str, Any]:
-    """The record's ``model_time.device``: profiles, times, ledger totals and the counts."""
+    """The record's ``model_time.device``: profiles, times, ledger totals and the counts
+    (either track's: :func:`price_counts`)."""
     eff = eff or load_efficiency()
     gpus, default = run_gpus(devices, workers)
-    model = device_model(inputs, gpus, network, topology, eff)
+    model = price_counts(inputs, gpus, network, topology, eff)
     return {"profiles": [g.name for g in gpus], "default": default,
             "network": get_profile(network).name, "efficiency": eff.describe(),
             **model, "ledger_totals": ledger_totals(inputs), "inputs": inputs}
@@ -206,19 +237,17 @@ def reprice(record: dict, devices=None, network=None, eff: Efficiency | None = N
     training). ``devices``: a ``--devices`` spec (default: the record's profiles)."""
     dev = record["model_time"].get("device")
     if not dev:
-        raise ValueError("this run record has no device-model counts (model_time.device)")
+        raise CdfgnnError("this run record has no device-model counts (model_time.device; "
+                          "a --count-ops false run, or a trainer that does not count)")
     cfg = record["config"]
     workers = int(cfg["workers"])
     topology = Topology.for_workers(workers, int(cfg.get("hosts") or 1))
     gpus = ([get_gpu(n) for n in dev["profiles"]] if devices is None
             else run_gpus(devices, workers)[0])
     inputs = dev["inputs"]
-    if inputs.get("track") == "minibatch":   # the sampled track's step model (float32 only)
-        from cdfgnn.train.step_time import step_device_model
-        return step_device_model(inputs, gpus, network or dev["network"], topology, eff)
-    if cfg.get("dtype") == "float64":
+    if cfg.get("dtype") == "float64" and not _sampled(inputs):   # the sampled track: float32
         inputs = float64_products(inputs)
-    return device_model(inputs, gpus, network or dev["network"], topology, eff)
+    return price_counts(inputs, gpus, network or dev["network"], topology, eff)
 
 
 def float64_products(inputs: dict) -> dict:

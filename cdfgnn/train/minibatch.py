@@ -52,7 +52,6 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from cdfgnn.comm.launcher import launch
 from cdfgnn.comm.timers import clocks_for
-from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.cost import ledger as oplog
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
@@ -69,10 +68,9 @@ from cdfgnn.train.loop import (GRAD_TAG, LocalData, all_reduce_grads, full_graph
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
-from cdfgnn.train.run import assemble_ranks, record_device_summary
+from cdfgnn.train.run import add_device_model, assemble_ranks
 from cdfgnn.train.step_time import (allreduce_traffic, collect_step_inputs, cpu_terms,
-                                    epoch_times, step_device_model,
-                                    step_device_section)
+                                    epoch_times)
 from cdfgnn.train.worker import (full_graph_counter, load_inputs, model_for, rank_device,
                                  stage_files)
 
@@ -150,7 +148,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
                                            lambda: all_reduce_grads(comm, params))
                 with oplog.phase("optimizer"):
                     oplog.counted_once(step_memo, shapes, opt.step)
-                    total += loss.detach().double() * int(totals[i])
+                total += loss.detach().double() * int(totals[i])   # the epoch's loss: head
             wall, cpu = step_wall.stop().seconds(), step_cpu.stop().seconds()
             step_rows.append({"wall_s": wall, "cpu_s": cpu, "pull_cpu_s": pulls.cpu_s,
                               "reduce_wall_s": comm.seconds.get(GRAD_TAG, 0.0) - red0,
@@ -192,18 +190,21 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
 def device_blocks(graph: Graph, batch, model, device, dtype) -> list:
     """The step's sampled blocks with their CSR matrices built. A GPU run of this track
     builds them on the host (DistDGL's samplers do too) and copies the matrix, its
-    transpose and the input ids host -> device: that build is host work (not counted)
-    and those copies are recorded as ``copy`` entries, on every device. The build runs
-    with the ledger's dispatch mode off, not merely paused: its few dozen host ops would
-    otherwise each pay the mode's Python call."""
+    transpose (an attention layer, which has no norm: its arc list) and the input ids
+    host -> device: that build is host work (not counted) and those copies are recorded
+    as ``copy`` entries, on every device. The build runs with the ledger's dispatch mode
+    off, not merely paused: its few dozen host ops would otherwise each pay the mode's
+    Python call."""
     with oplog.paused(), _disable_current_modes():
         blocks = blocks_from_arrays(graph, batch.srcs, batch.structure, device, dtype)
         copied = [blk.input_ids for blk in blocks]
         for blk, layer in zip(blocks, model.layers):
-            if layer.norm is not None:
-                mat = blk.matrix(layer.norm)
-                copied += [part for csr in (mat.a, mat.at) for part in
-                           (csr.crow_indices(), csr.col_indices(), csr.values())]
+            if layer.norm is None:     # GAT: the (row, col) arc list it attends over
+                copied += list(blk.arcs_with_self_loops())
+                continue
+            mat = blk.matrix(layer.norm)
+            copied += [part for csr in (mat.a, mat.at) for part in
+                       (csr.crow_indices(), csr.col_indices(), csr.values())]
     oplog.record("copy", calls=len(copied),
                  bytes=sum(t.numel() * t.element_size() for t in copied))
     return blocks
@@ -362,15 +363,8 @@ def add_step_device_model(body: dict[str, Any], cfg: TrainConfig, topology,
     """Beside the CPU-measured model: every step's ledger priced on ``--devices`` (default
     profile without it) + the device NetworkModel, under the same step rule
     (:mod:`cdfgnn.train.step_time`); ``minibatch.device_{step,network,exposed,epoch}_s``."""
-    n = len(results[0]["steps"])
-    timed = list(range(n)[timed_slice(cfg.epochs, cfg.warmup)])
-    dev = step_device_section(collect_step_inputs(results, timed, n_params), cfg.devices,
-                              topology.num_parts, cfg.network, topology)
-    every = step_device_model(collect_step_inputs(results, range(n), n_params),
-                              [get_gpu(g) for g in dev["profiles"]], cfg.network, topology)
-    for row, s in zip(body["epochs"], every["epochs_s"]):
-        row["device_s"] = s
-    body["model_time"]["device"] = dev
-    record_device_summary(body, dev)
+    add_device_model(body, cfg, topology, results,
+                     lambda epochs: collect_step_inputs(results, epochs, n_params))
+    dev = body["model_time"]["device"]
     body["minibatch"].update(device_step_s=dev["step_s"], device_network_s=dev["network_s"],
                              device_exposed_s=dev["exposed_s"], device_epoch_s=dev["epoch_s"])

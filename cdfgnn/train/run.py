@@ -216,17 +216,19 @@ from cdfgnn.comm.tags import VERTEX_TAGS  # noqa: E402
 
 
 def add_device_model(body: dict[str, Any], cfg: TrainConfig, topology: Topology,
-                     results: list[dict]) -> None:
+                     results: list[dict], collect=None) -> None:
     """Beside the CPU-measured model: the ledgers priced on ``--devices`` (default
-    profile without it) + the network model (:mod:`cdfgnn.train.device_time`)."""
-    from cdfgnn.train.device_time import collect_inputs, device_model, device_section
+    profile without it) + the network model (:mod:`cdfgnn.train.device_time`).
+    ``collect(epochs)``: the counts of those epochs (default: the full-batch track's,
+    ``collect_inputs``; the sampled track passes its own)."""
+    from cdfgnn.train.device_time import collect_inputs, device_section, price_counts
+    collect = collect or (lambda epochs: collect_inputs(results, epochs))
     n = len(results[0]["times"])
     timed = list(range(n)[timed_slice(cfg.epochs, cfg.warmup)])
     network = cfg.network if cfg.trainer == "distributed" else "cdfgnn-table2"
-    dev = device_section(collect_inputs(results, timed), cfg.devices, topology.num_parts,
-                         network, topology)
-    every = device_model(collect_inputs(results, range(n)),
-                         [get_gpu(g) for g in dev["profiles"]], network, topology)
+    dev = device_section(collect(timed), cfg.devices, topology.num_parts, network, topology)
+    every = price_counts(collect(range(n)), [get_gpu(g) for g in dev["profiles"]], network,
+                         topology)
     for row, s in zip(body["epochs"], every["epochs_s"]):
         row["device_s"] = s
     body["model_time"]["device"] = dev

@@ -23,7 +23,7 @@ and per rank the ``end`` term: pulls after the last step (a cache fill or swap i
 The CPU-measured model prices the pulls and the all-reduce with the run's
 NetworkModel (:func:`cpu_terms`); the device model prices them with the device
 NetworkModel of the network profile (plus, on a ``host_staged`` profile, the staging
-copies, as :func:`cdfgnn.train.device_time._link_seconds` does for the full-batch
+copies, as :func:`cdfgnn.train.device_time.link_seconds` does for the full-batch
 track) and adds the pulls' own kernels (phase ``pull/<mode>``) to the pull's term, as
 the full-batch device model adds codec and cache kernels to the communication side
 (:func:`device_terms`).
@@ -42,10 +42,10 @@ import numpy as np
 
 from cdfgnn.comm.network import NetworkModel, get_profile
 from cdfgnn.cost.efficiency import Efficiency, load_efficiency
-from cdfgnn.cost.hardware import GpuProfile, run_gpus
-from cdfgnn.cost.ledger import STEP_PHASES, Ledger
+from cdfgnn.cost.hardware import GpuProfile
+from cdfgnn.cost.ledger import STEP_PHASES
 from cdfgnn.partition.base import Topology
-from cdfgnn.train.device_time import _link_seconds, _Pricer
+from cdfgnn.train.device_time import link_seconds, rank_pricers
 
 SYNC_MODES = ("sync",)
 BACKGROUND_MODES = ("background", "fill")
@@ -181,7 +181,7 @@ class _Links:
     def seconds(self, r: int, sent: list[np.ndarray], msgs: np.ndarray) -> float:
         """``sent[q]``: bytes per peer of rank q's traffic (received by r: ``sent[q][r]``)."""
         received = float(sum(b[r] for q, b in enumerate(sent) if q != r))
-        return _link_seconds(self.net, self.link, r, self.host, sent[r], msgs, received,
+        return link_seconds(self.net, self.link, r, self.host, sent[r], msgs, received,
                              self.gpus[r], self.eff)
 
 
@@ -232,8 +232,7 @@ def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topolog
     (per rank ``vertex_s`` = the pulls, ``overhead_s`` = the pulls' kernels) and the
     mini-batch times ``step_s``, ``network_s``, ``exposed_s`` (mean over epochs)."""
     eff = eff or load_efficiency()
-    memo: dict[str, _Pricer] = {}
-    pricers = [memo.setdefault(g.name, _Pricer(g, eff)) for g in gpus]
+    pricers = rank_pricers(gpus, eff)
     terms = device_terms(inputs, pricers, _Links(topology, network, gpus, eff))
     epochs = [epoch_times(t) for t in terms]
     p = topology.num_parts
@@ -255,7 +254,7 @@ def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topolog
             "phases_s": _phase_seconds(inputs, pricers)}
 
 
-def _each_step(inputs: dict):
+def each_step(inputs: dict):
     """(rank, counts) of every step of every epoch in ``inputs``."""
     for r, rk in enumerate(inputs["ranks"]):
         for row in rk["epoch_steps"]:
@@ -266,7 +265,7 @@ def _each_step(inputs: dict):
 def _phase_seconds(inputs: dict, pricers: list) -> dict[str, float]:
     """Priced seconds per ledger phase, summed over ranks and steps, mean per epoch."""
     acc: dict[str, float] = {}
-    for r, item in _each_step(inputs):
+    for r, item in each_step(inputs):
         for k, v in pricers[r].phases(item["ledger"]).items():
             if k != "total":
                 acc[k] = acc.get(k, 0.0) + v
@@ -278,27 +277,7 @@ def _per_rank_seconds(inputs: dict, pricers: list, phase) -> list[float]:
     """Per rank, the priced seconds of the ledger phases ``phase(name)`` selects, summed
     over steps, mean per epoch."""
     acc = np.zeros(len(inputs["ranks"]))
-    for r, item in _each_step(inputs):
+    for r, item in each_step(inputs):
         acc[r] += sum(v for k, v in pricers[r].phases(item["ledger"]).items()
                       if k != "total" and phase(k))
     return (acc / max(len(inputs["epochs"]), 1)).tolist()
-
-
-def step_ledger_totals(inputs: dict) -> dict[str, dict[str, float]]:
-    """``{kind: {field: mean per epoch, summed over ranks and steps}}``."""
-    total = Ledger()
-    for _, item in _each_step(inputs):
-        total.merge(Ledger.from_dict(item["ledger"]))
-    n = max(len(inputs["epochs"]), 1)
-    return {k: {f: v / n for f, v in fields.items()} for k, fields in total.totals().items()}
-
-
-def step_device_section(inputs: dict, devices, workers: int, network, topology: Topology,
-                        eff: Efficiency | None = None) -> dict[str, Any]:
-    """The sampled record's ``model_time.device`` (the keys of the full-batch section)."""
-    eff = eff or load_efficiency()
-    gpus, default = run_gpus(devices, workers)
-    model = step_device_model(inputs, gpus, network, topology, eff)
-    return {"profiles": [g.name for g in gpus], "default": default,
-            "network": get_profile(network).name, "efficiency": eff.describe(), **model,
-            "ledger_totals": step_ledger_totals(inputs), "inputs": inputs}
