@@ -31,6 +31,7 @@ that does so declares ``supported_devices = ("cpu", "cuda")``.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ class SampledContext:
     device: torch.device = torch.device("cpu")
 
 
-class SampledMethod(Method):
+class SampledMethod(Method, ABC):
     """Base of the sampled track's methods (``inputs`` is the one hook to write)."""
 
     track = "minibatch"
@@ -89,9 +90,9 @@ class SampledMethod(Method):
     def on_epoch_start(self, epoch: int) -> None:
         self.epoch = epoch
 
+    @abstractmethod
     def inputs(self, epoch: int, index: int) -> tuple[Batch, torch.Tensor]:
         """Step ``index``'s batch and its input features (rows in ``batch.inputs`` order)."""
-        raise NotImplementedError
 
     def on_epoch_end(self, epoch: int) -> dict[str, Any]:
         """The epoch's counts (columns of the epoch row); the counters restart."""
