@@ -40,3 +40,18 @@ def test_process_shared_tier_exact_settings_equal_exact(graph_file):  # noqa: F8
         got, rec = _run(graph_file, "jaca", params, epochs=3, backend="process")
         np.testing.assert_allclose(got, ref, atol=1e-5, err_msg=str(params))
     assert rec["epochs"][-1]["hit_l0"] == 1.0
+
+
+def test_shared_tier_merge_counts_do_not_depend_on_thread_timing(graph_file):  # noqa: F811
+    """Each rank merges its own staged writes in its turn on both backends, so the
+    operation ledger of a thread-backend run is the same on every run (it used to give
+    the whole merge to whichever rank thread arrived first) and the device-modelled epoch
+    equals the process backend's."""
+    params = {"policy": "priority", "staleness": 2, "local_capacity": 3, "shared_capacity": 20}
+    runs = [_run(graph_file, "jaca", params, epochs=4)[1] for _ in range(3)]
+    inputs = [r["model_time"]["device"]["inputs"] for r in runs]
+    assert inputs[1] == inputs[0] and inputs[2] == inputs[0]
+    _, proc = _run(graph_file, "jaca", params, epochs=4, backend="process")
+    thread_s = runs[0]["model_time"]["device"]["epoch_s"]
+    proc_s = proc["model_time"]["device"]["epoch_s"]
+    assert abs(thread_s - proc_s) <= 1e-9 * proc_s

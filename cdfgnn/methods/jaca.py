@@ -204,22 +204,20 @@ class HostTier:
         self.lock = threading.Lock()
         rng = np.random.default_rng(seed)
         self.pools = {l: Pool(gids.size, capacity, policy, priority, rng) for l in layers}
-        self.staged: list[tuple] = []
-        self.merged = 0
+        self.staged: dict[int, list[tuple]] = {}
         self.users = users
 
-    def merge(self, epoch: int) -> None:
-        """Apply what the host's workers staged before ``epoch``, in (rank, order)."""
+    def apply_staged(self, rank: int) -> None:
+        """Apply ``rank``'s staged writes, in order (called in ``rank``'s merge turn, as the
+        process backend's tier does: each rank does the merge work of its own writes, so
+        its operation ledger does not depend on which thread arrives first)."""
         with self.lock:
-            if self.merged >= epoch:
-                return
-            apply_staged(self.pools, (s[2:] for s in sorted(self.staged, key=lambda s: s[:2])))
-            self.staged.clear()
-            self.merged = epoch
+            entries = self.staged.pop(rank, [])
+        apply_staged(self.pools, entries)
 
     def stage(self, rank: int, layer: int, kind: str, pos, a, b=None) -> None:
         with self.lock:
-            self.staged.append((rank, len(self.staged), layer, kind, pos, a, b))
+            self.staged.setdefault(rank, []).append((layer, kind, pos, a, b))
 
 
 def halo_overlap(graph, part) -> dict:
@@ -380,18 +378,17 @@ class Jaca(SyncStrategy):
         #: bytes copied between the host's shared tier and this worker's device (cuda)
         self.copied = {"h2d": 0, "d2h": 0}
         self.shared = None
-        self._shm_turns = 0           # process backend: merge turns per epoch (0: no tier)
+        # every rank joins the merge turns' barriers when any host has a shared tier
+        hosts = {host for host, _, _ in everyone}
+        caps = [capacity(self.params["shared_capacity"], self.params["shared_mb"],
+                         np.unique(np.concatenate([h for hh, h, _ in everyone if hh == host]
+                                                  + [np.zeros(0, np.int64)])).size)
+                for host in sorted(hosts)]
+        self._turns = dph if max(caps) > 0 else 0   # merge turns per epoch (0: no tier)
+        self._local_index = comm.rank - self.host * dph
         if comm.backend == "process":
-            # every rank joins the merge barriers when any host has a shared tier
-            hosts = {host for host, _, _ in everyone}
-            caps = [capacity(self.params["shared_capacity"], self.params["shared_mb"],
-                             np.unique(np.concatenate([h for hh, h, _ in everyone if hh == host]
-                                                      + [np.zeros(0, np.int64)])).size)
-                    for host in sorted(hosts)]
-            if max(caps) > 0:
+            if self._turns:
                 from cdfgnn.methods.jaca_shm import ShmTier
-                self._shm_turns = dph
-                self._local_index = comm.rank - self.host * dph
                 tier = ShmTier(comm, token, self.host, self._local_index == 0, host_gids,
                                self.capacity["shared"], self.params["policy"],
                                priority(host_gids), widths, ctx.seed * 7919 + self.host)
@@ -434,13 +431,10 @@ class Jaca(SyncStrategy):
     # ------------------------------------------------------------ epochs
     def on_epoch_start(self, epoch: int) -> None:
         super().on_epoch_start(epoch)
-        if self._shm_turns and epoch > 0:
+        if self._turns and epoch > 0:
             from cdfgnn.methods.jaca_shm import merge_turns
             with self.comm.overhead("cache-update"):
-                merge_turns(self.comm, self.shared, self._shm_turns, self._local_index)
-        elif self.shared is not None and epoch > 0:
-            with self.comm.overhead("cache-update"):
-                self.shared.merge(epoch)
+                merge_turns(self.comm, self._apply_staged, self._turns, self._local_index)
         for c in self.counts.values():
             c[:] = 0
         self._sent.clear()
@@ -473,6 +467,13 @@ class Jaca(SyncStrategy):
             rows = rows.to(self.device, non_blocking=rows.is_pinned())
         return rows
 
+    def _apply_staged(self) -> None:
+        """This rank's turn of the shared tier's merge (no tier on this host: nothing)."""
+        if isinstance(self.shared, HostTier):
+            self.shared.apply_staged(self.comm.rank)
+        elif self.shared is not None:
+            self.shared.apply_staged()
+
     def _to_host(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows staged for the host's shared tier, counted as ``d2h_bytes``."""
         if rows.device.type != "cpu":
@@ -486,7 +487,7 @@ class Jaca(SyncStrategy):
         shared, self.shared = getattr(self, "shared", None), None
         if shared is None:
             return
-        if getattr(self, "_shm_turns", 0):
+        if not isinstance(shared, HostTier):     # the process backend's ShmTier
             shared.close()
             return
         with _HOSTS_LOCK:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+from typing import Callable
 
 import numpy as np
 import torch
@@ -199,10 +200,11 @@ class ShmTier:
             self.mm = None
 
 
-def merge_turns(comm, tier: ShmTier | None, turns: int, local_index: int) -> None:
-    """Every rank applies its staged writes in its turn; the host ranks go in rank order."""
+def merge_turns(comm, apply: Callable[[], None], turns: int, local_index: int) -> None:
+    """Every rank applies its staged writes (``apply``) in its turn; the host ranks go in
+    rank order (both backends: the thread backend's HostTier and this ShmTier)."""
     comm.barrier()                              # every rank is done reading the last epoch
     for t in range(turns):
-        if t == local_index and tier is not None:
-            tier.apply_staged()
+        if t == local_index:
+            apply()
         comm.barrier()
