@@ -11,6 +11,8 @@ Prints ratios measured side by side in one run (targets from issue 2):
     (cdfgnn.cost.ledger), runs interleaved (issue 21)    target <= 1.05
   * the same on the sampled track (RapidGNN's mini-batch steps: one ledger per step,
     counting on in alternate epochs; ``--only sampled-ledger``)  target <= 1.05
+  * what counting adds to one small aten op, and how much of it is the dispatch mode's
+    own round trip (``--only ledger-op``; microseconds of thread CPU time, no target)
 
 Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [--epochs 10]
        python benchmarks/engine_overhead.py --only dropout --dropout-workers 1,4 \
@@ -20,11 +22,13 @@ Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [
            --ledger-parts 64 --ledger-method cofree --ledger-partitioner ne
        python benchmarks/engine_overhead.py --only sampled-ledger --nodes 10000 \
            --ledger-workers 4 --sampled-method rapidgnn
+       python benchmarks/engine_overhead.py --only ledger-op
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -255,6 +259,52 @@ def sampled_ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers:
     return rows
 
 
+def ledger_op_costs(ops: int = 5000, rounds: int = 15) -> dict[str, float]:
+    """Microseconds of thread CPU time per small aten op (``relu(a @ b) + 1`` on 64 x 16
+    tensors: three ops): without counting, with a dispatch mode that only forwards the op
+    (the mode's own round trip), and with the ledger counting. Best of ``rounds``,
+    the three interleaved."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from cdfgnn.cost import ledger
+
+    class Forward(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:   # as the counting mode (no dynamo frame)
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **kwargs) if kwargs else func(*args)
+
+    a, b = torch.randn(64, 16), torch.randn(16, 16)
+
+    def work() -> None:
+        for _ in range(ops):
+            torch.relu(a @ b) + 1.0
+
+    def counted() -> None:
+        with ledger.counting(ledger.Ledger()):
+            work()
+
+    def forwarded() -> None:
+        with Forward():
+            work()
+
+    best = {"off": math.inf, "mode": math.inf, "counting": math.inf}
+    for _ in range(rounds):
+        for key, fn in (("off", work), ("mode", forwarded), ("counting", counted)):
+            t0 = time.thread_time()
+            fn()
+            best[key] = min(best[key], time.thread_time() - t0)
+    us = {k: v / (3 * ops) * 1e6 for k, v in best.items()}
+    rows = {"op_us": us["off"], "mode_round_trip_us": us["mode"] - us["off"],
+            "counting_adds_us": us["counting"] - us["off"]}
+    print(f"small aten op: {rows['op_us']:.2f} us; counting adds {rows['counting_adds_us']:.2f}"
+          f" us, of which the dispatch mode's round trip {rows['mode_round_trip_us']:.2f} us "
+          "(thread CPU time, best of rounds)")
+    return rows
+
+
 def peak_rss_child(graph_file: str, workers: int, epochs: int) -> tuple[float, float]:
     """(RSS after loading the graph, peak RSS after training) of a fresh process, in MB."""
     code = ("import benchmarks.engine_overhead as b; from cdfgnn.data.graph import Graph;"
@@ -274,7 +324,7 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--skip-memory", action="store_true")
-    ap.add_argument("--only", choices=["dropout", "ledger", "sampled-ledger"],
+    ap.add_argument("--only", choices=["dropout", "ledger", "sampled-ledger", "ledger-op"],
                     help="measure only this line")
     ap.add_argument("--sampled-method", default="rapidgnn",
                     help="method of the sampled-ledger line (rapidgnn, distdgl-metis, ...)")
@@ -297,6 +347,9 @@ def main() -> None:
                     help="backends of the dropout line at P > 1 (comma-separated)")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.only == "ledger-op":      # no graph needed
+        print(json.dumps(ledger_op_costs()))
+        return
     graph = build_graph(args.nodes, args.edges)
     print(f"graph: {graph.num_nodes} nodes, {graph.num_edges} undirected edges, "
           f"{graph.num_features} features, {graph.num_classes} classes")
