@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -150,6 +151,44 @@ def dropout_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[i
     return rows
 
 
+@contextmanager
+def alternate_counting(period: int = 1):
+    """Replace ``ledger.counting`` so that each rank thread counts only in odd blocks of
+    ``period`` calls (epochs: 1; steps of a sampled epoch: its batches), so counting on
+    and off share one process, its caches and the machine's load."""
+    import threading
+
+    from cdfgnn.cost import ledger
+    counting, calls = ledger.counting, {}
+
+    def alternate(led, phase=""):   # every rank thread: its own call count
+        k = threading.get_ident()
+        calls[k] = calls.get(k, -1) + 1
+        return counting(led, phase) if (calls[k] // period) % 2 else nullcontext(led)
+    ledger.counting = alternate
+    try:
+        yield
+    finally:
+        ledger.counting = counting
+
+
+def on_off_rows(times: dict[tuple, list[float]], name: str, tag: str,
+                label: str) -> dict[str, float]:
+    """Median seconds with counting off and on per clock (``times[on, clock]``): the rows
+    ``{name}_off_{tag}_{clock}``, ``{name}_on_..`` and ``{name}_ratio_{tag}_{wall|cpu}``,
+    each ratio printed against the 1.05 target."""
+    rows = {}
+    for c in ("wall_s", "cpu_s"):
+        off, on = (float(np.median(times[k, c])) for k in (False, True))
+        unit = c[:-2]
+        rows.update({f"{name}_off_{tag}_{c}": off, f"{name}_on_{tag}_{c}": on,
+                     f"{name}_ratio_{tag}_{unit}": on / off})
+        print(f"{label} thread epoch {unit:4s}: ledger off {off * 1e3:7.1f} ms, on "
+              f"{on * 1e3:7.1f} ms, ratio {on / off:.3f} (target <= 1.05) "
+              f"{'PASS' if on / off <= 1.05 else 'FAIL'}")
+    return rows
+
+
 def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[int],
                   rounds: int = 2, parts: int | None = None, method: str = "exact",
                   partitioner: str | None = None) -> dict[str, float]:
@@ -158,10 +197,6 @@ def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[in
     ``counting`` is replaced by one that counts on odd epochs only), so both halves see
     the same process, caches and machine load. ``parts`` (default: one per worker) over
     P workers: each rank counts a ledger per part as well (``ledger.into``)."""
-    from contextlib import nullcontext
-
-    from cdfgnn.cost import ledger
-    counting = ledger.counting
     rows = {}
     for p in workers:
         part = partition(graph, parts or p, partitioner)
@@ -169,31 +204,14 @@ def ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers: list[in
         times: dict[tuple, list[float]] = {(on, c): [] for on in (False, True)
                                            for c in ("wall_s", "cpu_s")}
         for _ in range(rounds):
-            calls = {}
-
-            def alternate(led, phase=""):   # every rank thread: its own epoch count
-                import threading
-                k = threading.get_ident()
-                calls[k] = calls.get(k, -1) + 1
-                return counting(led, phase) if calls[k] % 2 else nullcontext(led)
-            ledger.counting = alternate
-            try:
+            with alternate_counting():
                 got = engine_epoch_times(graph, hidden, 2 * epochs, p, "thread", 0.0, part,
                                          ("wall_s", "cpu_s"), method)
-            finally:
-                ledger.counting = counting
             for c, ts in got.items():
                 for e in range(2 * warmup, 2 * epochs):
                     times[bool(e % 2), c].append(ts[e])
-        for c in ("wall_s", "cpu_s"):
-            off, on = (float(np.median(times[k, c])) for k in (False, True))
-            unit = c[:-2]
-            rows.update({f"ledger_off_{tag}_{c}": off, f"ledger_on_{tag}_{c}": on,
-                         f"ledger_ratio_{tag}_{unit}": on / off})
-            where = f"P={p}" if not parts else f"{method} {parts} parts on P={p}"
-            print(f"GCN {where} thread epoch {unit:4s}: ledger off {off * 1e3:7.1f} ms, on "
-                  f"{on * 1e3:7.1f} ms, ratio {on / off:.3f} (target <= 1.05) "
-                  f"{'PASS' if on / off <= 1.05 else 'FAIL'}")
+        where = f"P={p}" if not parts else f"{method} {parts} parts on P={p}"
+        rows.update(on_off_rows(times, "ledger", tag, f"GCN {where}"))
     return rows
 
 
@@ -204,13 +222,10 @@ def sampled_ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers:
     alternate epochs of one run, thread backend (default sampling: the quick config's,
     fan-outs [5, 10], batch 50); per-epoch thread CPU seconds (median over ranks' epochs)
     and wall seconds (the slowest rank's epoch)."""
-    from contextlib import nullcontext
-
     import cdfgnn.train.minibatch as minibatch
-    from cdfgnn.cost import ledger
     from cdfgnn.train.config import TrainConfig
     from cdfgnn.train.run import run_training
-    counting, assemble = ledger.counting, minibatch.assemble
+    assemble = minibatch.assemble
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         gfile = f"{tmp}/graph.npz"
@@ -226,36 +241,23 @@ def sampled_ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers:
             times: dict[tuple, list[float]] = {(on, c): [] for on in (False, True)
                                                for c in ("wall_s", "cpu_s")}
             for _ in range(rounds):
-                calls, seen = {}, []
-
-                def alternate(led, phase=""):   # per rank thread: counting in odd epochs
-                    import threading
-                    k = threading.get_ident()
-                    calls[k] = calls.get(k, -1) + 1
-                    return counting(led, phase) if (calls[k] // nb) % 2 else nullcontext(led)
+                seen = []
 
                 def capture(c, topology, network, results):
                     seen.append([res["times"] for res in results])
                     return assemble(c, topology, network, results)
-                ledger.counting, minibatch.assemble = alternate, capture
+                minibatch.assemble = capture
                 try:
-                    run_training(cfg(2 * epochs))
+                    with alternate_counting(period=nb):   # counting: a step at a time
+                        run_training(cfg(2 * epochs))
                 finally:
-                    ledger.counting, minibatch.assemble = counting, assemble
+                    minibatch.assemble = assemble
                 for e in range(2 * warmup, 2 * epochs):
                     ranks = [ts[e] for ts in seen[0]]
                     times[bool(e % 2), "wall_s"].append(max(t["wall_s"] for t in ranks))
                     times[bool(e % 2), "cpu_s"] += [t["cpu_s"] for t in ranks]
-            for c in ("wall_s", "cpu_s"):
-                off, on = (float(np.median(times[k, c])) for k in (False, True))
-                unit = c[:-2]
-                rows.update({f"sampled_ledger_off_p{p}_{c}": off,
-                             f"sampled_ledger_on_p{p}_{c}": on,
-                             f"sampled_ledger_ratio_p{p}_{unit}": on / off})
-                print(f"{method} P={p} b={batch_size} fanouts={list(fanouts)} thread epoch "
-                      f"{unit:4s}: ledger off {off * 1e3:7.1f} ms, on {on * 1e3:7.1f} ms, "
-                      f"ratio {on / off:.3f} (target <= 1.05) "
-                      f"{'PASS' if on / off <= 1.05 else 'FAIL'}")
+            rows.update(on_off_rows(times, "sampled_ledger", f"p{p}",
+                                    f"{method} P={p} b={batch_size} fanouts={list(fanouts)}"))
     return rows
 
 

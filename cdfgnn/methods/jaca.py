@@ -469,10 +469,8 @@ class Jaca(SyncStrategy):
 
     def _apply_staged(self) -> None:
         """This rank's turn of the shared tier's merge (no tier on this host: nothing)."""
-        if isinstance(self.shared, HostTier):
+        if self.shared is not None:
             self.shared.apply_staged(self.comm.rank)
-        elif self.shared is not None:
-            self.shared.apply_staged()
 
     def _to_host(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows staged for the host's shared tier, counted as ``d2h_bytes``."""

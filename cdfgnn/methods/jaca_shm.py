@@ -180,8 +180,9 @@ class ShmTier:
     def stage(self, rank: int, layer: int, kind: str, pos, a, b=None) -> None:
         self.staged.append((layer, kind, pos, a, b))
 
-    def apply_staged(self) -> None:
-        """Apply this rank's staged writes, in order (called in this rank's turn)."""
+    def apply_staged(self, rank: int) -> None:
+        """Apply ``rank``'s staged writes, in order (called in ``rank``'s turn; this
+        process's tier holds only its own rank's, the signature is HostTier's)."""
         if not self.staged:
             return
         self._load_rng()

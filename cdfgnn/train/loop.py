@@ -196,7 +196,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         res.precompute_traffic = precompute_first_layer(model, parts, comm)
     lead_rank = comm is None or comm.rank == 0
     oplog.attach_layer_phases(model.layers)
-    reduce_memo, step_memo = {}, {}        # oplog.counted_once: kernels per grad shapes
+    reduce_and_step = ReduceAndStep(comm, params, opt)
     bar = progress(total=epochs, desc="epochs", unit="epoch") if lead_rank else None
     for epoch in range(epochs):
         if comm is not None:
@@ -218,13 +218,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
                     oplog.set_phase("fwd/head")
                     loss = loss + _train_part(model, part, epoch).detach().double()
                 part_spans[-1].stop()
-            shapes = grad_shapes(params)   # the next two are counted once per shapes
-            if comm is not None and comm.world_size > 1:
-                with oplog.phase("reduce"):
-                    oplog.counted_once(reduce_memo, shapes,
-                                       lambda: all_reduce_grads(comm, params))
-            with oplog.phase("optimizer"):
-                oplog.counted_once(step_memo, shapes, opt.step)
+            reduce_and_step()
         wall_span.stop(), cpu_span.stop()
         for c in part_counts:
             counts.merge(c)
@@ -284,6 +278,27 @@ def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str
         part.prop.use_view(part.prop.base_view.but(training=False))
         part.pre = model.precompute(part.data.x, part.prop)
     return comm.stats.snapshot() if comm is not None else {}
+
+
+class ReduceAndStep:
+    """A training step's end: the gradient all-reduce (more than one rank) and the
+    optimizer step. Their kernels depend on the parameters' shapes alone, so each is
+    counted once per :func:`grad_shapes` and its counts reused (``oplog.counted_once``):
+    the same ledgers as counting every step, at a fraction of the counting's cost."""
+
+    def __init__(self, comm, params: list[torch.Tensor], opt: Adam):
+        self.comm, self.params, self.opt = comm, params, opt
+        self._reduce_memo: dict = {}
+        self._step_memo: dict = {}
+
+    def __call__(self) -> None:
+        shapes = grad_shapes(self.params)
+        if self.comm is not None and self.comm.world_size > 1:
+            with oplog.phase("reduce"):
+                oplog.counted_once(self._reduce_memo, shapes,
+                                   lambda: all_reduce_grads(self.comm, self.params))
+        with oplog.phase("optimizer"):
+            oplog.counted_once(self._step_memo, shapes, self.opt.step)
 
 
 def grad_shapes(params: list[torch.Tensor]) -> tuple:

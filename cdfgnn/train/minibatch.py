@@ -63,8 +63,8 @@ from cdfgnn.sampling.schedule import (Schedule, check_sampling, num_batches, spl
 from cdfgnn.train import energy
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.energy import EnergyMeter
-from cdfgnn.train.loop import (GRAD_TAG, LocalData, all_reduce_grads, full_graph_metrics,
-                               grad_shapes, loss_sum, reduce_scalar)
+from cdfgnn.train.loop import (GRAD_TAG, LocalData, ReduceAndStep, full_graph_metrics,
+                               loss_sum, reduce_scalar)
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
@@ -110,7 +110,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
     epochs, times, traffic, steps = [], [], [], []
     meter = EnergyMeter(cfg.device) if r == 0 else None
     oplog.attach_layer_phases(model.layers)
-    reduce_memo, step_memo = {}, {}        # oplog.counted_once: kernels per grad shapes
+    reduce_and_step = ReduceAndStep(comm, params, opt)
     for epoch in range(cfg.epochs):
         comm.reset_epoch()
         model.train()
@@ -141,13 +141,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
                 with oplog.phase("optimizer"):
                     opt.zero_grad()
                 loss.backward()
-                shapes = grad_shapes(params)         # the next two count once per shapes
-                if p > 1:
-                    with oplog.phase("reduce"):
-                        oplog.counted_once(reduce_memo, shapes,
-                                           lambda: all_reduce_grads(comm, params))
-                with oplog.phase("optimizer"):
-                    oplog.counted_once(step_memo, shapes, opt.step)
+                reduce_and_step()
                 total += loss.detach().double() * int(totals[i])   # the epoch's loss: head
             wall, cpu = step_wall.stop().seconds(), step_cpu.stop().seconds()
             step_rows.append({"wall_s": wall, "cpu_s": cpu, "pull_cpu_s": pulls.cpu_s,

@@ -35,6 +35,7 @@ The device model's counts are kept in the record (``model_time.device.inputs``,
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -202,23 +203,30 @@ def _step_terms(items: list[dict], phases: list[dict], links: _Links, i: int,
         t.compute[i, r] = phases[r]["total"] - pulls
 
 
+def _priced_patterns(inputs: dict, pricers: list) -> list[list[dict[str, float]]]:
+    """Per rank, every distinct step pattern's priced phases: each pattern priced once,
+    however many steps share it."""
+    return [[pricers[r].phases(pat["ledger"]) for pat in rk["patterns"]]
+            for r, rk in enumerate(inputs["ranks"])]
+
+
 def device_terms(inputs: dict, pricers: list, links: _Links) -> list[StepTerms]:
     """Per epoch in ``inputs``: the device model's :class:`StepTerms`."""
     ranks = inputs["ranks"]
     p = len(ranks)
+    priced = _priced_patterns(inputs, pricers)
     red = [np.asarray(rk["reduce"]["bytes"], dtype=np.float64) for rk in ranks]
     reduce_s = np.array([links.seconds(r, red, np.asarray(ranks[r]["reduce"]["msgs"]))
                          for r in range(p)])
     out = []
     for j in range(len(inputs["epochs"])):
-        steps = [[rk["patterns"][k] for k in rk["epoch_steps"][j]] for rk in ranks]
-        nb = len(steps[0])
+        rows = [rk["epoch_steps"][j] for rk in ranks]     # pattern index of every step
+        nb = len(rows[0])
         t = StepTerms(*(np.zeros((nb, p)) for _ in range(3)), np.tile(reduce_s, (nb, 1)),
                       np.zeros(p))
         for i in range(nb):
-            items = [steps[r][i] for r in range(p)]
-            _step_terms(items, [pricers[r].phases(it["ledger"]) for r, it in enumerate(items)],
-                        links, i, t)
+            _step_terms([ranks[r]["patterns"][rows[r][i]] for r in range(p)],
+                        [priced[r][rows[r][i]] for r in range(p)], links, i, t)
         traffic = [pull_traffic(rk["end"][j], ALL_MODES, p) for rk in ranks]
         t.end[:] = [links.seconds(r, [b for b, _ in traffic], traffic[r][1]) for r in range(p)]
         out.append(t)
@@ -239,11 +247,16 @@ def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topolog
     mean = (lambda k: float(np.mean([e[k] for e in epochs])) if epochs else 0.0)
     per_rank = (lambda k: np.mean([e[k] for e in epochs], axis=0).tolist() if epochs
                 else [0.0] * p)
-    overhead = _per_rank_seconds(inputs, pricers, lambda k: k.startswith(PULL_PHASE))
+    phases = _rank_phase_seconds(inputs, _priced_patterns(inputs, pricers))
+    overhead = [sum(v for k, v in ph.items() if k.startswith(PULL_PHASE)) for ph in phases]
     # one part per worker: the part's compute is the step's outside pulls, optimizer and
     # all-reduce (the full-batch model's part_compute_max_s)
-    part = _per_rank_seconds(inputs, pricers, lambda k: not k.startswith(PULL_PHASE)
-                             and k not in STEP_PHASES)
+    part = [sum(v for k, v in ph.items() if not k.startswith(PULL_PHASE)
+                and k not in STEP_PHASES) for ph in phases]
+    phases_s: dict[str, float] = {}
+    for ph in phases:
+        for k, v in ph.items():
+            phases_s[k] = phases_s.get(k, 0.0) + v
     return {"epoch_s": mean("epoch_s"), "epochs_s": [e["epoch_s"] for e in epochs],
             "step_s": mean("step_s"), "network_s": mean("network_s"),
             "exposed_s": mean("exposed_s"),
@@ -251,7 +264,7 @@ def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topolog
             "reduce_s": per_rank("reduce_r"), "overhead_s": overhead,
             "part_compute_max_s": part,
             "comm_s": (np.asarray(per_rank("network_r")) + per_rank("reduce_r")).tolist(),
-            "phases_s": _phase_seconds(inputs, pricers)}
+            "phases_s": dict(sorted(phases_s.items()))}
 
 
 def each_step(inputs: dict):
@@ -262,22 +275,18 @@ def each_step(inputs: dict):
                 yield r, rk["patterns"][k]
 
 
-def _phase_seconds(inputs: dict, pricers: list) -> dict[str, float]:
-    """Priced seconds per ledger phase, summed over ranks and steps, mean per epoch."""
-    acc: dict[str, float] = {}
-    for r, item in each_step(inputs):
-        for k, v in pricers[r].phases(item["ledger"]).items():
-            if k != "total":
-                acc[k] = acc.get(k, 0.0) + v
+def _rank_phase_seconds(inputs: dict, priced: list[list[dict[str, float]]],
+                        ) -> list[dict[str, float]]:
+    """Per rank, priced seconds per ledger phase, summed over its steps, mean per epoch
+    (each distinct pattern's price times the steps that share it)."""
     n = max(len(inputs["epochs"]), 1)
-    return {k: v / n for k, v in sorted(acc.items())}
-
-
-def _per_rank_seconds(inputs: dict, pricers: list, phase) -> list[float]:
-    """Per rank, the priced seconds of the ledger phases ``phase(name)`` selects, summed
-    over steps, mean per epoch."""
-    acc = np.zeros(len(inputs["ranks"]))
-    for r, item in each_step(inputs):
-        acc[r] += sum(v for k, v in pricers[r].phases(item["ledger"]).items()
-                      if k != "total" and phase(k))
-    return (acc / max(len(inputs["epochs"]), 1)).tolist()
+    out = []
+    for r, rk in enumerate(inputs["ranks"]):
+        uses = Counter(k for row in rk["epoch_steps"] for k in row)
+        acc: dict[str, float] = {}
+        for k, times in sorted(uses.items()):
+            for phase, v in priced[r][k].items():
+                if phase != "total":
+                    acc[phase] = acc.get(phase, 0.0) + v * times
+        out.append({phase: v / n for phase, v in acc.items()})
+    return out
