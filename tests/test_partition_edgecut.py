@@ -1,6 +1,8 @@
 """Edge-cut partitioners: METIS ("cut" / "vol") and the balanced random node split."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -121,3 +123,14 @@ def test_partition_graph_packages_edge_cuts(method, params):
     assert part.kind == "edge" and PARTITIONERS.get(method).kind == "edge"
     assert np.array_equal(part.master, part.assignment)
     assert part.params == dict(params, seed=4)
+
+
+def test_metis_one_part_needs_no_pymetis(monkeypatch):
+    # a GPU machine without pymetis still trains on one worker (benchmarks/gpu_check.sh)
+    from cdfgnn.partition.edgecut import metis_node_parts
+
+    monkeypatch.setitem(sys.modules, "pymetis", None)       # import pymetis -> ImportError
+    indptr, indices = np.array([0, 1, 2]), np.array([1, 0])
+    assert metis_node_parts(indptr, indices, 1, seed=0).tolist() == [0, 0]
+    with pytest.raises(ImportError):
+        metis_node_parts(indptr, indices, 2, seed=0)

@@ -9,9 +9,35 @@ device, checked on the CPU), but declaring is not the same as having run there.
 """
 from __future__ import annotations
 
-#: method name -> the docs/results.md evidence (section and card). Empty: no GPU was
-#: available where this repository was built and tested (docs/results.md, "GPU runs")
-VERIFIED_ON_CUDA: dict[str, str] = {}
+#: the run that verified them: tests/test_gpu_methods.py and tests/test_gpu_path.py, 39
+#: passed (4 skipped: three need 2 GPUs for nccl, one needs no GPU), thread-backend ranks
+#: sharing the GPU; the nccl process backend (one GPU per rank) is not verified yet
+_H200_RUN = ("docs/results.md, 'GPU runs': NVIDIA H200, 2026-11-27, thread backend "
+             "(nccl not run: one GPU)")
+#: method name -> the docs/results.md evidence (section and card)
+VERIFIED_ON_CUDA: dict[str, str] = {m: _H200_RUN for m in (
+    "adaqp",
+    "bns-gcn",
+    "cagnet",
+    "capgnn",
+    "cdfgnn",
+    "cdfgnn-baseline",
+    "cdfgnn-cache",
+    "cdfgnn-quant",
+    "cofree",
+    "cofree-edgecut",
+    "distdgl-metis",
+    "distdgl-random",
+    "exact",
+    "jaca",
+    "pipegcn",
+    "rapa",
+    "rapidgnn",
+    "sancus",
+    "sar",
+    "sylvie-a",
+    "sylvie-s",
+)}
 
 
 def unverified_warning(method: str, device: str) -> str | None:

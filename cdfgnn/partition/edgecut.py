@@ -62,8 +62,6 @@ def round_robin_parts(n: int, p: int, seed: int, tag: int = _TAG_RANDOM) -> np.n
 def metis_node_parts(indptr: np.ndarray, indices: np.ndarray, p: int, *, seed: int,
                      objective: str = "cut", ufactor: int | None = None) -> np.ndarray:
     """METIS k-way node partition of a symmetric, self-loop-free CSR graph (int64 [n])."""
-    import pymetis  # imported here: the rest of the package does not need it
-
     if objective not in OBJECTIVES:
         raise CdfgnnError(f"partitioner 'metis': objective must be one of {list(OBJECTIVES)}, "
                           f"got {objective!r}")
@@ -72,6 +70,10 @@ def metis_node_parts(indptr: np.ndarray, indices: np.ndarray, p: int, *, seed: i
         return np.zeros(n, dtype=np.int64)
     if indices.shape[0] == 0:
         return round_robin_parts(n, p, seed, _TAG_METIS)
+    # imported here: the rest of the package, and one part, do not need it (a GPU machine
+    # without pymetis still trains on one worker: benchmarks/gpu_check.sh)
+    import pymetis
+
     obj = pymetis.ObjType.VOL if objective == "vol" else pymetis.ObjType.CUT
     opts = pymetis.Options(seed=int(seed), objtype=int(obj))
     if ufactor is not None:

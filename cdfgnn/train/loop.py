@@ -34,6 +34,7 @@ from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.gnn import GNN, Precomputed
 from cdfgnn.models.propagate import Propagator
 from cdfgnn.progress import progress
+from cdfgnn.train.backward import backward
 from cdfgnn.train.optim import Adam
 
 GRAD_TAG = "grad_allreduce"
@@ -262,7 +263,7 @@ def _train_part(model: GNN, part: TrainPart, epoch: int) -> torch.Tensor:
     prop.use_view(view)
     out = model(data.x, prop, pre=part.pre)
     loss = loss_sum(out, data, view.loss_weight) / max(data.num_train_global, 1)
-    loss.backward()
+    backward(loss)
     return loss
 
 

@@ -65,6 +65,7 @@ from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.energy import EnergyMeter
 from cdfgnn.train.loop import (GRAD_TAG, LocalData, ReduceAndStep, full_graph_metrics,
                                loss_sum, reduce_scalar)
+from cdfgnn.train.backward import backward
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
@@ -140,7 +141,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
                 loss = loss_sum(out, data) / max(int(totals[i]), 1)
                 with oplog.phase("optimizer"):
                     opt.zero_grad()
-                loss.backward()
+                backward(loss)
                 reduce_and_step()
                 total += loss.detach().double() * int(totals[i])   # the epoch's loss: head
             wall, cpu = step_wall.stop().seconds(), step_cpu.stop().seconds()

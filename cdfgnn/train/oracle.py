@@ -19,6 +19,7 @@ from cdfgnn.sampling.blocks import sample_block_arrays
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, TrainPart, evaluate,
                                loss_sum, run_epochs)
+from cdfgnn.train.backward import backward
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.record import device_peak_mb, reset_device_peak
 from cdfgnn.train.worker import model_for
@@ -126,7 +127,7 @@ def train_minibatch(graph: Graph, cfg: TrainConfig) -> dict:
                               data.val, data.test, seeds.size, graph.multilabel)
             loss = loss_sum(out, batch) / seeds.size
             opt.zero_grad()
-            loss.backward()
+            backward(loss)
             opt.step()
             total += loss.detach().double() * seeds.size
         end_sampled_epoch(res, model, TrainPart(full, data), cfg, epoch, (t0, c0),

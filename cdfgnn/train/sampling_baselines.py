@@ -35,6 +35,7 @@ from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator, SparseMatrix, norm_values
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.loop import LocalData, LoopResult, TrainPart, loss_sum
+from cdfgnn.train.backward import backward
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import end_sampled_epoch, full_graph_data, one_thread, result_dict
 from cdfgnn.train.worker import model_for
@@ -115,7 +116,7 @@ def _train_subgraphs(graph: Graph, cfg: TrainConfig,
             out = model(x[idx], prop)
             loss = loss_sum(out, batch, weight) / count
             opt.zero_grad()
-            loss.backward()
+            backward(loss)
             opt.step()
             total += loss.detach().double()
             steps += 1
