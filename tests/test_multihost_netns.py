@@ -25,29 +25,22 @@ its namespaces and deletes them, even when the test fails.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
-import shutil
-import signal
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cdfgnn.comm import netns
 from cdfgnn.comm.liveness import lost_after
-from cdfgnn.train.torchrun import ENV_VARS
+from cdfgnn.train.torchrun import job_env
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULT_TRAIN = ROOT / "tests" / "_fault_train.py"
-ADDRS = ("198.18.0.1", "198.18.0.2")     # RFC 2544 benchmark range, inside the namespaces only
-RDZV_PORT = 29400                         # free: each namespace has its own port space
-RATE = "1gbit"
 TIMEOUT_S = 60
 #: seconds from the drop to the surviving ranks' one-line error: the heartbeat needs
 #: lost_after(TIMEOUT_S) = 10 s + about 1 s; the rest is slack for a busy 2-core machine
@@ -55,109 +48,15 @@ DROP_BOUND_S = 30.0
 #: the same run everywhere: small enough for 4 ranks on 2 cores, big enough that the
 #: cross-host exchange is megabytes per epoch
 RUN = dict(dataset="synth-arxiv", scale="small", hidden=64, epochs=6, warmup=1)
-_serial = itertools.count()
 
 
 # ------------------------------------------------------------------ the two hosts
-def _ip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-
-
-def _cannot_make_namespaces() -> str | None:
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        return "needs iproute2 (`ip` and `tc`)"
-    if hasattr(os, "geteuid") and os.geteuid() != 0:
-        return "needs root to create network namespaces"
-    return None
-
-
-@dataclass
-class TwoHosts:
-    tag: str
-
-    @property
-    def netns(self) -> tuple[str, str]:
-        return (f"cdfgnn-{self.tag}-a", f"cdfgnn-{self.tag}-b")
-
-    @property
-    def ifaces(self) -> tuple[str, str]:  # at most 15 characters
-        return (f"cdf{self.tag.replace('-', '')}a", f"cdf{self.tag.replace('-', '')}b")
-
-    def build(self) -> None:
-        (a, b), (va, vb) = self.netns, self.ifaces
-        steps = [("netns", "add", a), ("netns", "add", b),
-                 ("link", "add", va, "type", "veth", "peer", "name", vb),
-                 ("link", "set", va, "netns", a), ("link", "set", vb, "netns", b)]
-        for ns, dev, addr in ((a, va, ADDRS[0]), (b, vb, ADDRS[1])):
-            steps += [("-n", ns, "addr", "add", f"{addr}/30", "dev", dev),
-                      ("-n", ns, "link", "set", "lo", "up"),
-                      ("-n", ns, "link", "set", dev, "up")]
-        for step in steps:
-            res = _ip(*step)
-            if res.returncode:
-                raise OSError(f"ip {' '.join(step)}: {res.stderr.strip()}")
-        for ns, dev in ((a, va), (b, vb)):
-            res = subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf",
-                                  "rate", RATE, "burst", "256kb", "latency", "50ms"],
-                                 capture_output=True, text=True, timeout=30)
-            if res.returncode:
-                raise OSError(f"tc qdisc add ... tbf on {dev}: {res.stderr.strip()}")
-
-    def routes(self, host: int) -> list[str]:
-        return _ip("-n", self.netns[host], "route", "show").stdout.strip().splitlines()
-
-    def pids(self, host: int) -> list[int]:
-        res = _ip("netns", "pids", self.netns[host])
-        return [int(p) for p in res.stdout.split()] if res.returncode == 0 else []
-
-    def link_down(self) -> None:
-        res = _ip("-n", self.netns[0], "link", "set", self.ifaces[0], "down")
-        assert res.returncode == 0, res.stderr
-
-    def kill(self, host: int) -> None:
-        for pid in self.pids(host):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def destroy(self) -> None:
-        for host in (0, 1):
-            self.kill(host)
-        deadline = time.monotonic() + 10
-        while any(self.pids(h) for h in (0, 1)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for ns in self.netns:
-            _ip("netns", "del", ns)  # deletes the veth end inside it, and so its peer
-        for dev in self.ifaces:      # an end never moved into a namespace
-            if _ip("link", "show", dev).returncode == 0:
-                _ip("link", "del", dev)
-
-    def torchrun(self, host: int, script: list[str], run_id: str, log: Path
-                 ) -> subprocess.Popen:
-        """Node ``host`` of a 2 x 2 torchrun job; node 0 hosts the c10d rendezvous."""
-        env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-        env.update(PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-                   GLOO_SOCKET_IFNAME=self.ifaces[host], CDFGNN_NO_PROGRESS="1",
-                   OMP_NUM_THREADS="1")
-        cmd = ["ip", "netns", "exec", self.netns[host], sys.executable, "-m",
-               "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
-               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{ADDRS[0]}:{RDZV_PORT}",
-               "--rdzv-id", run_id, "--rdzv-conf", f"is_host={int(host == 0)},join_timeout=120",
-               # --local-addr: the node's address in the rendezvous (node ranks sort by it)
-               "--local-addr", ADDRS[host], "--max-restarts", "0", "--monitor-interval", "0.2",
-               *script]
-        with open(log.with_suffix(".out"), "w") as out, open(log.with_suffix(".err"), "w") as err:
-            return subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=log.parent,
-                                    start_new_session=True)
-
-
 @pytest.fixture
 def two_hosts():
-    reason = _cannot_make_namespaces()
+    reason = netns.unavailable()
     if reason:
         pytest.skip(reason)
-    hosts = TwoHosts(f"{os.getpid()}-{next(_serial)}")
+    hosts = netns.TwoHosts()
     try:
         try:
             hosts.build()
@@ -166,7 +65,11 @@ def two_hosts():
         yield hosts
     finally:
         hosts.destroy()
-        assert not set(hosts.netns) & set(_ip("netns", "list").stdout.split())
+        assert not hosts.exists()
+
+
+def _start(hosts, host: int, script: list[str], run_id: str, log: Path):
+    return hosts.torchrun(host, script, run_id, log, job_env(ROOT, OMP_NUM_THREADS="1"))
 
 
 def _train_args(out: Path, **extra) -> list[str]:
@@ -204,7 +107,7 @@ def test_two_hosts_train_exactly_over_a_shaped_link(two_hosts, tmp_path, record_
     out = tmp_path / "run.json"
     logs = [tmp_path / "host0", tmp_path / "host1"]
     script = ["-m", "cdfgnn.cli", *_train_args(out)]
-    procs = [two_hosts.torchrun(h, script, "train", logs[h]) for h in (0, 1)]
+    procs = [_start(two_hosts, h, script, "train", logs[h]) for h in (0, 1)]
     codes = _wait(procs, 300)
     assert codes == [0, 0], _text(logs[0], ".err")[-3000:] + _text(logs[1], ".err")[-3000:]
 
@@ -243,7 +146,7 @@ def test_a_host_that_drops_out_ends_the_run(two_hosts, tmp_path, drop):
     script = [str(FAULT_TRAIN), *_train_args(out, epochs=8, method="exact-fault"),
               "--method-param", "fault=wait", "--method-param", "fault_rank=0",
               "--method-param", "fault_epoch=2", "--method-param", f"fault_dir={tmp_path}"]
-    procs = [two_hosts.torchrun(h, script, drop, logs[h]) for h in (0, 1)]
+    procs = [_start(two_hosts, h, script, drop, logs[h]) for h in (0, 1)]
     deadline = time.monotonic() + 240
     while not (tmp_path / "reached").exists():
         assert time.monotonic() < deadline, "the run never reached epoch 2"

@@ -165,11 +165,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
     prepared = Prepared()  # the sampled track prepares nothing
     if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
-        if session is not None:
-            raise CdfgnnError(f"method {cfg.method!r} (sampled track) runs on the built-in "
-                              "launcher only, not under torchrun")
         from cdfgnn.train.minibatch import run_minibatch
-        body = run_minibatch(cfg, graph, part, topology, network)
+        body = run_minibatch(cfg, graph, part, topology, network, session)
     else:
         prepared = method.prepare(graph, part, cfg.devices)
         results = train_distributed(cfg, graph, part, prepared.drop_arcs, session)

@@ -47,6 +47,17 @@ def torchrun_env(environ: Mapping[str, str] | None = None) -> dict[str, str] | N
     return {k: environ[k] for k in ENV_VARS}
 
 
+def job_env(root: str | os.PathLike | None = None, **extra: str) -> dict[str, str]:
+    """The environment for starting a new job from this process: this one without
+    torchrun's variables (a rank's would leak into the job), ``root`` first on
+    PYTHONPATH (a worktree's package wins), no progress bars, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    if root is not None:
+        env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    env["CDFGNN_NO_PROGRESS"] = "1"
+    return {**env, **extra}
+
+
 def resolve_launcher(launcher: str, environ: Mapping[str, str] | None = None) -> str:
     """``builtin`` or ``torchrun`` (``auto``: torchrun when its environment is set)."""
     if launcher not in LAUNCHERS:
