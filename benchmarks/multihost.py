@@ -12,7 +12,9 @@ profile ``veth-1gbit``):
 
 A method is *equal to its one-machine run* when every epoch's loss agrees within
 ``TOL`` = 1e-6 and the per-tag bytes of the records (``comm.by_tag``: the mean bytes per
-timed epoch of each tag, summed over ranks) are the same tags with equal bytes. Per
+timed epoch of each tag, summed over ranks) are the same tags with equal bytes, and so
+is every epoch's traffic (``comm.epochs``: bytes per link class and vertex rows per
+tag, warm-up epochs included). Per
 method the table also gives the cross-host bytes per epoch and the exchange time: the
 measured seconds a rank spends in its collectives per timed epoch (vertex rows or
 pulls, and the gradient all-reduce; mean over ranks) on two hosts and on one machine,
@@ -28,7 +30,7 @@ end, error, Ctrl-C, SIGTERM, a run past ``--run-timeout``); a previous run kille
 SIGKILL is swept at start.
 
 Usage: python benchmarks/multihost.py [--only NAME ...] [--dataset synth-arxiv]
-       [--scale tiny] [--epochs 3] [--run-timeout 300] [--keep DIR]
+       [--scale small] [--epochs 3] [--run-timeout 300] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -167,18 +169,19 @@ def compare(one: dict, two: dict) -> dict:
     if len(la) != len(lb):
         dloss = float("inf")
     ta, tb = one["comm"]["by_tag"], two["comm"]["by_tag"]
-    tags_equal = set(ta) == set(tb) and all(ta[t]["bytes"] == tb[t]["bytes"] for t in ta)
     differing = sorted(t for t in set(ta) | set(tb)
                        if ta.get(t, {}).get("bytes") != tb.get(t, {}).get("bytes"))
+    # every epoch, warm-up included: bytes per link class and vertex rows per tag
+    epochs_equal = one["comm"].get("epochs") == two["comm"].get("epochs")
 
     def comm_ms(rec: dict) -> float:  # mean over ranks of measured collective seconds
         ranks = rec["ranks"]
         return 1e3 * sum(r["comm_s"] + r.get("reduce_s", 0.0) for r in ranks) / len(ranks)
 
     modelled = 1e3 * sum(r["modelled_comm_s"] for r in two["ranks"]) / len(two["ranks"])
-    return {"dloss": dloss, "tags_equal": tags_equal, "tags": len(set(ta) | set(tb)),
-            "differing": differing,
-            "equal": dloss <= TOL and tags_equal,
+    return {"dloss": dloss, "tags": len(set(ta) | set(tb)), "differing": differing,
+            "epochs_equal": epochs_equal,
+            "equal": dloss <= TOL and not differing and epochs_equal,
             "inter_mb": two["comm"]["per_epoch"]["inter"]["bytes"] / 1e6,
             "two_ms": comm_ms(two), "one_ms": comm_ms(one), "model_ms": modelled}
 
@@ -188,8 +191,8 @@ def _row(name: str, track: str, c: dict | None, why: str = "") -> str:
         return f"{name:16s} {track:10s} {'no':5s} {why}"
     tags = f"{c['tags'] - len(c['differing'])}/{c['tags']}"
     line = (f"{name:16s} {track:10s} {'yes' if c['equal'] else 'no':5s} {c['dloss']:11.2e} "
-            f"{tags:>7s} {c['inter_mb']:9.3f} {c['two_ms']:9.1f} {c['one_ms']:9.1f} "
-            f"{c['model_ms']:9.2f}")
+            f"{tags:>7s} {'yes' if c['epochs_equal'] else 'no':>6s} {c['inter_mb']:9.3f} "
+            f"{c['two_ms']:9.1f} {c['one_ms']:9.1f} {c['model_ms']:9.2f}")
     if c["differing"]:
         line += f"  bytes differ: {', '.join(c['differing'][:4])}"
     return line
@@ -199,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", help="these methods only (default: every one)")
     ap.add_argument("--dataset", default="synth-arxiv")
-    ap.add_argument("--scale", default="tiny")
+    ap.add_argument("--scale", default="small")
     ap.add_argument("--hidden", type=int, default=16)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
@@ -234,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"removed {len(swept)} namespace(s) left by a killed run: {', '.join(swept)}")
     folder = Path(tempfile.mkdtemp(prefix="cdfgnn-multihost-")) if args.keep is None else args.keep
     folder.mkdir(parents=True, exist_ok=True)
-    equal, ran = 0, 0
+    equal, ran, pairs = 0, 0, []
     try:
         with netns.terminate_raises():
             run_names = [n for n in names if n not in LEFT_OUT]
@@ -243,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.dataset} ({args.scale}), GCN, h2x2, {args.epochs} epochs; one machine: "
                   f"{len(run_names)} runs in {time.monotonic() - t0:.0f} s")
             print(f"{'method':16s} {'track':10s} {'equal':5s} {'max|dloss|':>11s} {'tags=':>7s} "
-                  f"{'inter MB':>9s} {'2-host ms':>9s} {'1-mach ms':>9s} {'model ms':>9s}")
+                  f"{'epochs':>6s} {'inter MB':>9s} {'2-host ms':>9s} {'1-mach ms':>9s} "
+                  f"{'model ms':>9s}")
             for name in names:
                 track = METHODS.get(name).track
                 if name in LEFT_OUT:
@@ -261,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 c = compare(json.loads(one_path.read_text()), two)
                 equal += c["equal"]
+                pairs.append(c)
                 print(_row(name, track, c), flush=True)
     except KeyboardInterrupt:
         print("multihost: interrupted (namespaces and processes removed)", file=sys.stderr)
@@ -271,9 +276,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)
-    print("ms: a rank's collective seconds per timed epoch (mean over ranks), measured on two "
-          f"hosts and on one machine, and modelled on {NETWORK}; inter MB: cross-host bytes "
-          "per epoch")
+    print("tags=: tags whose bytes per timed epoch are equal / tags; epochs: every epoch's "
+          "traffic equal; inter MB: cross-host bytes per timed epoch; ms: a rank's "
+          "collective seconds per timed epoch (mean over ranks), measured on two hosts and "
+          f"on one machine, and modelled on {NETWORK} for the counted bytes")
+    if pairs:
+        two_ms, one_ms, model_ms = (sum(c[k] for c in pairs) for k in
+                                    ("two_ms", "one_ms", "model_ms"))
+        print(f"exchange time, {len(pairs)} methods summed: measured {two_ms:.1f} ms on two "
+              f"hosts, {one_ms:.1f} ms on one machine; modelled {model_ms:.1f} ms; measured "
+              f"over modelled {two_ms / model_ms:.1f} (two hosts), {one_ms / model_ms:.1f} "
+              "(one machine)")
     print(f"multi-host: {equal} of {len(names)} methods "
           "equal to their one-machine runs")
     return 0 if equal == ran else 1

@@ -11,7 +11,6 @@ on is tested at the end of this file.
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys

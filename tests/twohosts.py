@@ -35,13 +35,6 @@ def params(flag: str, **values) -> list[str]:
     return [a for k, v in values.items() for a in (flag, f"{k}={v}")]
 
 
-def wait(procs: list[subprocess.Popen], limit_s: float) -> list[int]:
-    deadline = time.monotonic() + limit_s
-    for p in procs:
-        p.wait(timeout=max(deadline - time.monotonic(), 1))
-    return [p.returncode for p in procs]
-
-
 def text(log: Path, suffix: str) -> str:
     return log.with_suffix(suffix).read_text(errors="replace")
 

@@ -22,8 +22,10 @@ tests/test_lost_ranks.py and benchmarks/multihost.py; needs root, ``ip`` and ``t
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,6 +39,8 @@ from typing import Iterator, Mapping
 ADDRS = ("198.18.0.1", "198.18.0.2")     # RFC 2544 benchmark range, inside the namespaces only
 RDZV_PORT = 29400                         # free: each namespace has its own port space
 PREFIX = "cdfgnn-"                         # every namespace this module makes starts so
+IFACE_DIGITS = 10                          # cdf + 10 hex digits + a|b: 14 characters
+_IFACE = re.compile(rf"cdf[0-9a-f]{{{IFACE_DIGITS}}}[ab]")
 _serial = itertools.count()
 
 
@@ -73,7 +77,7 @@ def links() -> list[str]:
     res = _ip("-o", "link", "show")
     names = [line.split(":")[1].strip().split("@")[0] for line in res.stdout.splitlines()
              if line.count(":") >= 2]
-    return [n for n in names if n.startswith("cdf") and n[3:4].isdigit()]
+    return [n for n in names if _IFACE.fullmatch(n)]
 
 
 class TwoHosts:
@@ -89,9 +93,10 @@ class TwoHosts:
         return (f"{PREFIX}{self.tag}-a", f"{PREFIX}{self.tag}-b")
 
     @property
-    def ifaces(self) -> tuple[str, str]:  # at most 15 characters
-        t = self.tag.replace("-", "")
-        return (f"cdf{t}a", f"cdf{t}b")
+    def ifaces(self) -> tuple[str, str]:
+        """The veth ends: at most 15 characters (the kernel's limit), whatever the tag."""
+        digest = hashlib.sha1(self.tag.encode()).hexdigest()[:IFACE_DIGITS]
+        return (f"cdf{digest}a", f"cdf{digest}b")
 
     def build(self) -> None:
         """Make both namespaces, the veth pair, the addresses and the shaping; OSError
