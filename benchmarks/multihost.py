@@ -160,6 +160,95 @@ def two_host_run(name: str, folder: Path, run: dict, timeout_s: float, rate: str
     return json.loads(out.read_text()), ""
 
 
+# ------------------------------------------------------- the exchange alone, timed
+PROBE_REPS = 5
+
+
+def probe_sizes(rec: dict, rank: int, dph: int = 2) -> list[int]:
+    """Bytes ``rank`` sends each peer in a probe of ``rec``'s traffic: the record's bytes
+    per timed epoch of each link class (summed over ranks), spread evenly over the ordered
+    rank pairs of that class."""
+    world = len(rec["ranks"])
+    per = rec["comm"]["per_epoch"]
+    pairs = {"intra": world * (dph - 1), "inter": world * (world - dph)}
+
+    def link(peer: int) -> str:
+        return "intra" if peer // dph == rank // dph else "inter"
+
+    return [0 if peer == rank else int(per[link(peer)]["bytes"] / max(pairs[link(peer)], 1))
+            for peer in range(world)]
+
+
+def probe_main(spec_path: Path, out_path: Path) -> int:
+    """A torchrun rank: every volume of ``spec_path`` exchanged by one ``all_to_all``
+    between barriers, ``PROBE_REPS`` times; rank 0 writes the slowest rank's seconds."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from cdfgnn.comm.process import ProcessCommunicator
+    from cdfgnn.partition.base import Topology
+
+    dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=120))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    comm = ProcessCommunicator(rank, world, Topology(2, world // 2))
+    out = {}
+    for name, sizes in json.loads(spec_path.read_text()).items():
+        send = [torch.ones(n, dtype=torch.uint8) if n else None for n in sizes[rank]]
+        times = []
+        for _ in range(PROBE_REPS):
+            comm.barrier()
+            t0 = time.perf_counter()
+            comm.all_to_all(send, tag="probe")
+            times.append(time.perf_counter() - t0)
+        every = comm.all_gather_object(times)
+        out[name] = [max(t[i] for t in every) for i in range(PROBE_REPS)]
+    comm.barrier()
+    dist.destroy_process_group()
+    if rank == 0:
+        out_path.write_text(json.dumps(out))
+    return 0
+
+
+def run_probe(records: dict[str, dict], folder: Path, rate: str, env: dict,
+              timeout_s: float) -> dict[str, tuple[float, float]] | str:
+    """Per method (measured, modelled) seconds of its exchange alone on two hosts; or why
+    there are none. Modelled: the slowest rank's time on ``NETWORK`` for its sizes (one
+    message per peer)."""
+    import numpy as np
+
+    from cdfgnn.comm.network import NetworkModel
+    from cdfgnn.partition.base import Topology
+
+    spec = {n: [probe_sizes(rec, r) for r in range(len(rec["ranks"]))]
+            for n, rec in records.items()}
+    (folder / "probe.json").write_text(json.dumps(spec))
+    out = folder / "probe.out.json"
+    script = [str(Path(__file__).resolve()), "--probe", str(folder / "probe.json"),
+              "--probe-out", str(out)]
+    logs = [folder / f"probe.host{h}" for h in (0, 1)]
+    with netns.two_hosts(rate) as hosts:
+        procs = [hosts.torchrun(h, script, "probe", logs[h], env) for h in (0, 1)]
+        deadline = time.monotonic() + timeout_s
+        for p in procs:
+            try:
+                p.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                return f"timed out after {timeout_s:g} s"
+    if not out.exists():
+        return f"exit codes {[p.returncode for p in procs]} (see {logs[0]}.err)"
+    measured = json.loads(out.read_text())
+    model = NetworkModel(Topology(2, 2), NETWORK)
+    result = {}
+    for name, sizes in spec.items():
+        modelled = max(model.comm_seconds(r, np.asarray(b, dtype=float),
+                                          np.asarray([1.0 if x else 0.0 for x in b]))
+                       for r, b in enumerate(sizes))
+        result[name] = (float(np.median(measured[name])), modelled)
+    return result
+
+
 # ------------------------------------------------------------------- comparison
 def compare(one: dict, two: dict) -> dict:
     """Loss difference, per-tag bytes, cross-host bytes and exchange times of a pair."""
@@ -198,6 +287,19 @@ def _row(name: str, track: str, c: dict | None, why: str = "") -> str:
     return line
 
 
+def print_probe(probe: dict[str, tuple[float, float]]) -> None:
+    print(f"each method's exchange alone on two hosts: its bytes per timed epoch spread evenly "
+          f"over the rank pairs of each link class, one all_to_all between barriers, median "
+          f"of {PROBE_REPS} (slowest rank), against {NETWORK} for the same bytes")
+    print(f"{'method':16s} {'measured ms':>11s} {'model ms':>9s} {'ratio':>6s}")
+    for name, (meas, mod) in probe.items():
+        print(f"{name:16s} {meas * 1e3:11.2f} {mod * 1e3:9.2f} "
+              f"{meas / mod if mod > 0 else float('nan'):6.2f}")
+    meas, mod = (sum(v[i] for v in probe.values()) for i in (0, 1))
+    print(f"exchange alone, {len(probe)} methods summed: measured {meas * 1e3:.1f} ms, "
+          f"modelled {mod * 1e3:.1f} ms, ratio {meas / mod:.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", help="these methods only (default: every one)")
@@ -210,8 +312,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-timeout", type=float, default=300.0,
                     help="seconds one run may take (and the runs' collective timeout)")
     ap.add_argument("--keep", type=Path, help="keep records and logs in this folder")
+    ap.add_argument("--no-probe", action="store_true",
+                    help="skip timing each method's exchange alone on two hosts")
     ap.add_argument("--reference", type=Path, help=argparse.SUPPRESS)  # the child's mode
+    ap.add_argument("--probe", type=Path, help=argparse.SUPPRESS)      # a probe rank's mode
+    ap.add_argument("--probe-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.probe is not None:
+        return probe_main(args.probe, args.probe_out)
     run = {"dataset": args.dataset, "scale": args.scale, "hidden": args.hidden,
            "epochs": args.epochs, "warmup": args.warmup}
     if args.reference is not None:
@@ -237,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"removed {len(swept)} namespace(s) left by a killed run: {', '.join(swept)}")
     folder = Path(tempfile.mkdtemp(prefix="cdfgnn-multihost-")) if args.keep is None else args.keep
     folder.mkdir(parents=True, exist_ok=True)
-    equal, ran, pairs = 0, 0, []
+    equal, ran, pairs, records, probe = 0, 0, [], {}, None
     try:
         with netns.terminate_raises():
             run_names = [n for n in names if n not in LEFT_OUT]
@@ -266,7 +374,10 @@ def main(argv: list[str] | None = None) -> int:
                 c = compare(json.loads(one_path.read_text()), two)
                 equal += c["equal"]
                 pairs.append(c)
+                records[name] = two
                 print(_row(name, track, c), flush=True)
+            probe = (run_probe(records, folder, args.rate, env, args.run_timeout)
+                     if records and not args.no_probe else None)
     except KeyboardInterrupt:
         print("multihost: interrupted (namespaces and processes removed)", file=sys.stderr)
         return 130
@@ -287,6 +398,10 @@ def main(argv: list[str] | None = None) -> int:
               f"hosts, {one_ms:.1f} ms on one machine; modelled {model_ms:.1f} ms; measured "
               f"over modelled {two_ms / model_ms:.1f} (two hosts), {one_ms / model_ms:.1f} "
               "(one machine)")
+    if isinstance(probe, str):
+        print(f"exchange alone: no measurement: {probe}")
+    elif probe:
+        print_probe(probe)
     print(f"multi-host: {equal} of {len(names)} methods "
           "equal to their one-machine runs")
     return 0 if equal == ran else 1
