@@ -95,8 +95,8 @@ class TwoHosts:
     @property
     def ifaces(self) -> tuple[str, str]:
         """The veth ends: at most 15 characters (the kernel's limit), whatever the tag."""
-        digest = hashlib.sha1(self.tag.encode()).hexdigest()[:IFACE_DIGITS]
-        return (f"cdf{digest}a", f"cdf{digest}b")
+        short = hashlib.sha1(self.tag.encode()).hexdigest()[:IFACE_DIGITS]
+        return (f"cdf{short}a", f"cdf{short}b")
 
     def build(self) -> None:
         """Make both namespaces, the veth pair, the addresses and the shaping; OSError
