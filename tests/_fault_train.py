@@ -11,8 +11,8 @@ Methods ``exact-fault`` (``exact``) and ``capgnn-fault`` (``capgnn``, whose shar
 is a shared-memory file per host on the process backend) take a real fault on one rank.
 Parameters: ``fault_rank``; ``fault_phase``: ``epoch`` (at the start of epoch
 ``fault_epoch``, 0-based: 2 is the third) or ``setup`` (in the method's setup, at the
-rank's first barrier there: a shared tier's file exists and is not yet unlinked; at the
-end of the setup when it has no barrier); ``fault`` says what:
+rank's first barrier there: capgnn's shared segment is made and mapped, its creator's
+descriptor still open; at the end of the setup when it has no barrier); ``fault`` says what:
 
 * ``kill``: the rank writes ``fault_dir/killed`` (the wall time) and sends itself
   SIGKILL: it dies as a killed process does, mid-run, without a word;

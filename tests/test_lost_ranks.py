@@ -1,13 +1,23 @@
-"""A rank killed mid-run (built-in process backend, one host): the run ends within a
-stated bound, names the rank in one line, exits non-zero and leaves no record.
+"""A rank or a host lost mid-run: the run ends within a stated bound, names what it lost
+in one line, exits non-zero and leaves no record.
+
+A rank killed (built-in process backend, one host):
 
 The bound: the launcher polls its ranks every 0.1 s and, once one has died, gives the
 others 2 s to unwind before it kills them and reports (``cdfgnn/comm/launcher.py``:
 ``_POLL_S``, ``_UNWIND_GRACE_S``), so the run ends about 2 s after the kill, whatever
 the run's ``--timeout``; the test allows ``KILL_BOUND_S`` for the processes' exit on a
-busy machine (measured: 10 s with the 2-core test machine at load 24). The multi-host
-case (torchrun, a host lost) is tests/test_multihost_netns.py; the heartbeat it relies
-on is tested at the end of this file.
+busy machine (measured: 10 s with the 2-core test machine at load 24).
+
+A host killed (torchrun, 2 namespaced hosts x 2 ranks, ``cdfgnn.comm.netns``) at each
+phase of a run: while rank 0 partitions (its partitioner holds the GIL for 120 s, as
+pymetis does on a large graph: the partitioning runs in a child process, so rank 0 still
+beats), during the setup (capgnn, whose shared tier is a shared-memory segment per
+host) and in the third epoch. Host 0's ranks end within ``HOST_BOUND_S`` with a line
+naming host 1 and its ranks; no record, no process in either namespace, nothing new in
+``/dev/shm``. Each case takes about 20-25 s on the 2-core test machine (torchrun's start
+and the heartbeat's 10 s). A link that goes down: tests/test_multihost_netns.py. The
+heartbeat itself is tested at the end of this file.
 """
 from __future__ import annotations
 
@@ -65,8 +75,8 @@ PHASES = {
     # rank 0's partitioning child holds the GIL (as pymetis does) until it is killed
     "partitioning": dict(method="exact", partitioner="metis-hold",
                          extra=lambda d: params("--partition-param", fault_dir=d, hold_s=120)),
-    # rank 0 waits at its first barrier of capgnn's setup: host 0's shared-memory file
-    # exists and is not yet unlinked
+    # rank 0 waits at its first barrier of capgnn's setup: host 0's shared segment is
+    # made and mapped, its creator's descriptor still open
     "setup": dict(method="capgnn-fault", partitioner="metis",
                   extra=lambda d: params("--method-param", fault="wait", fault_rank=0,
                                          fault_phase="setup", fault_dir=d)),

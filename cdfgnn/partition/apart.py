@@ -106,7 +106,12 @@ def _answer(folder: Path, method: str, code: int | None) -> Partitioning:
         return Partitioning.load(folder / "part.npz")
     if (folder / "error.pkl").exists():
         raise pickle.loads((folder / "error.pkl").read_bytes())
+    raise died(method, code)
+
+
+def died(method: str, code: int | None) -> WorkerFailedError:
+    """The error of a partitioning process that ended with ``code`` and no answer."""
     how = (f"signal {signal.Signals(-code).name}" if code is not None and code < 0
            else f"exit code {code}")
-    raise WorkerFailedError(f"partitioning with {method!r} failed: its process died ({how}) "
-                            "without an error")
+    return WorkerFailedError(f"partitioning with {method!r} failed: its process died ({how}) "
+                             "without an error")
