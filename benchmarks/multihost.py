@@ -1,8 +1,9 @@
 """Every registered method across two hosts, against the same run on one machine.
 
 For each method the package registers (full-batch and sampled tracks), two runs of the
-same configuration (``RUN`` below: a small twin, GCN, 2 hosts x 2 ranks, network
-profile ``veth-1gbit``):
+same configuration (a small twin, synth-arxiv at scale small by default, GCN, 3 epochs,
+2 hosts x 2 ranks, network profile ``veth-1gbit``, each method with its own partitioner
+or metis / ebv by partition kind):
 
 * **two hosts**: two network namespaces joined by a veth pair shaped by ``tc tbf`` to
   1 Gbit/s (:mod:`cdfgnn.comm.netns`), one ``torchrun`` node per namespace (2 ranks
@@ -14,23 +15,31 @@ A method is *equal to its one-machine run* when every epoch's loss agrees within
 ``TOL`` = 1e-6 and the per-tag bytes of the records (``comm.by_tag``: the mean bytes per
 timed epoch of each tag, summed over ranks) are the same tags with equal bytes, and so
 is every epoch's traffic (``comm.epochs``: bytes per link class and vertex rows per
-tag, warm-up epochs included). Per
-method the table also gives the cross-host bytes per epoch and the exchange time: the
-measured seconds a rank spends in its collectives per timed epoch (vertex rows or
-pulls, and the gradient all-reduce; mean over ranks) on two hosts and on one machine,
-against the network model's seconds for the same counted bytes on ``veth-1gbit``
-(``modelled_comm_s``; the model gives each rank the link to itself, while a host's two
-ranks share the veth and 4 ranks share the machine's cores).
+tag, warm-up epochs included). ``LEFT_OUT`` may name at most 3 methods not compared,
+each with what differs; it names none.
+
+Exchange time, measured against the network model, two ways:
+
+* within training: the seconds a rank spends in its collectives per timed epoch
+  (vertex rows or pulls, and the gradient all-reduce; mean over ranks), on two hosts
+  and on one machine, against the model's ``modelled_comm_s`` for the same counted
+  bytes on ``veth-1gbit``; the measured time includes waiting for the slowest peer;
+* alone: each method's bytes per timed epoch, spread evenly over the rank pairs of
+  each link class, exchanged by one ``all_to_all`` between barriers on the two hosts
+  (median of 5, slowest rank; one torchrun job for all methods), against the model's
+  time for the same bytes (``--no-probe`` skips it). The model gives each rank the link
+  to itself, while a host's two ranks share the veth.
 
 The last line is exactly ``multi-host: N of M methods equal to their one-machine runs``
-(M: the methods run). Exit code 0 when every method run is equal, 1 otherwise, 2 when
-namespaces cannot be made here (needs root, ``ip`` and ``tc``; one line says which).
-Namespaces, veth pairs and every process started are removed on every way out (normal
-end, error, Ctrl-C, SIGTERM, a run past ``--run-timeout``); a previous run killed by
-SIGKILL is swept at start.
+(M: the methods asked for, left-out ones included). Exit code 0 when every method run
+is equal, 1 otherwise, 2 when namespaces cannot be made here (needs root, ``ip`` and
+``tc``; one line says which). Namespaces, veth pairs and every process started are
+removed on every way out (normal end, error, Ctrl-C, SIGTERM, a run past
+``--run-timeout``); namespaces left by a run killed with SIGKILL are swept at start.
 
 Usage: python benchmarks/multihost.py [--only NAME ...] [--dataset synth-arxiv]
-       [--scale small] [--epochs 3] [--run-timeout 300] [--keep DIR]
+       [--scale small] [--hidden 16] [--epochs 3] [--run-timeout 300] [--no-probe]
+       [--keep DIR]
 """
 from __future__ import annotations
 
@@ -65,7 +74,8 @@ def registered() -> list[str]:
     import cdfgnn.methods  # noqa: F401  (registers them)
     from cdfgnn.methods.base import METHODS
 
-    return [n for n in METHODS.names() if METHODS.get(n).__module__.startswith("cdfgnn.methods.")]
+    return [n for n in METHODS.names()
+            if METHODS.get(n).__module__.startswith("cdfgnn.methods.")]
 
 
 def method_args(name: str) -> list[str]:
@@ -88,7 +98,8 @@ def train_args(name: str, run: dict, out: Path, timeout_s: float) -> list[str]:
 # ------------------------------------------------------------------- one machine
 def reference_main(folder: Path, run: dict, timeout_s: float, names: list[str]) -> int:
     """The child's work: every method on the built-in process backend, 2 hosts x 2, in
-    this process (one torch import, one forkserver); ``<name>.json`` or ``<name>.err``."""
+    this process (one torch import, one forkserver); ``<name>.one.json`` for each run
+    that completes, ``<name>.one.err`` for each that does not."""
     from cdfgnn.cli import main
 
     for name in names:
@@ -127,7 +138,10 @@ def run_references(names: list[str], folder: Path, run: dict, timeout_s: float,
     cmd = [sys.executable, str(Path(__file__).resolve()), "--reference", str(folder),
            "--run-timeout", f"{timeout_s:g}", *_run_flags(run), "--only", *names]
     with own_group(cmd, folder / "one-machine.log", env) as proc:
-        proc.wait(timeout=timeout_s * len(names) + 60)
+        try:
+            proc.wait(timeout=timeout_s * len(names) + 60)
+        except subprocess.TimeoutExpired:  # the runs without a record are reported failed
+            pass
 
 
 def _run_flags(run: dict) -> list[str]:

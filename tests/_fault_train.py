@@ -77,7 +77,8 @@ class WithFault:
         fault(self.params["fault_dir"], self.params["fault"])
 
     def setup(self, ctx) -> None:
-        if not (self.params["fault_phase"] == "setup" and ctx.comm.rank == self.params["fault_rank"]):
+        if not (self.params["fault_phase"] == "setup"
+                and ctx.comm.rank == self.params["fault_rank"]):
             return super().setup(ctx)
         comm, done = ctx.comm, []
         barrier = comm.barrier

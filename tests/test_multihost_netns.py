@@ -171,8 +171,9 @@ def test_two_hosts_leave_nothing_behind_on_every_way_out(tmp_path, how, code):
     _needs_namespaces()
     tag = f"{os.getpid()}-{how.lower()}"
     hosts = netns.TwoHosts(tag)
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, how, tag, netns.__file__], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, how, tag, netns.__file__],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()

@@ -7,8 +7,8 @@ default). When a peer *process* dies, gloo fails at once, but its error names an
 address, not a rank.
 
 How: every rank of a torchrun job (:class:`~cdfgnn.train.torchrun.TorchrunSession`)
-runs, from the rendezvous on (before loading and partitioning), two daemon threads. One, every ``interval_s``, adds 1 to its own counter in the
-job's TCPStore (the one torchrun's ``MASTER_ADDR:MASTER_PORT`` names, on host 0) and
+runs, from the rendezvous on (before loading and partitioning), two daemon threads.
+One, every ``interval_s``, adds 1 to its own counter in the job's TCPStore (the one torchrun's ``MASTER_ADDR:MASTER_PORT`` names, on host 0) and
 reads its peers' counters (``add(key, 0)`` reads without blocking on a missing key);
 its store calls may block for good, so the other thread judges. A peer whose counter
 has not moved for ``lost_after_s`` is lost (``3 interval_s`` once a collective of
@@ -20,8 +20,9 @@ on-the-fly partitioning (pymetis and the numba partitioners hold it for a whole
 partition) runs in a child process (:mod:`cdfgnn.partition.apart`).
 
 * If the rank's main thread is blocked in a collective (the link-down case) or busy
-  with work of its own (waiting for its partitioning, setting up), the watcher prints ``cdfgnn: error: run failed: <verdict>`` and ends the process with
-  exit code 1 (a thread cannot interrupt a blocked gloo call).
+  with work of its own (waiting for its partitioning, setting up), the watcher prints
+  ``cdfgnn: error: run failed: <verdict>`` and ends the process with exit code 1 (a
+  thread cannot interrupt a blocked gloo call).
 * If a collective failed first (a peer process died), the communicator asks
   :meth:`Heartbeat.explain`, which waits at most ``lost_after_s + 3 interval_s`` for
   the verdict, and raises :class:`~cdfgnn.errors.PeerLostError` with it; without a
