@@ -8,8 +8,9 @@ address, not a rank.
 
 How: every rank of a torchrun job (:class:`~cdfgnn.train.torchrun.TorchrunSession`)
 runs, from the rendezvous on (before loading and partitioning), two daemon threads.
-One, every ``interval_s``, adds 1 to its own counter in the job's TCPStore (the one torchrun's ``MASTER_ADDR:MASTER_PORT`` names, on host 0) and
-reads its peers' counters (``add(key, 0)`` reads without blocking on a missing key);
+One, every ``interval_s``, adds 1 to its own counter in the job's TCPStore (the one
+torchrun's ``MASTER_ADDR:MASTER_PORT`` names, on host 0) and reads its peers' counters
+(``add(key, 0)`` reads without blocking on a missing key);
 its store calls may block for good, so the other thread judges. A peer whose counter
 has not moved for ``lost_after_s`` is lost (``3 interval_s`` once a collective of
 this rank has failed: the failure is evidence already); a store round that has not
