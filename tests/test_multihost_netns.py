@@ -79,7 +79,7 @@ def test_methods_across_hosts_equal_their_one_machine_runs(tmp_path):
 
     _needs_namespaces()
     before = set(netns.namespaces())
-    res = subprocess.run([sys.executable, str(BENCH), "--only", "exact", "rapidgnn",
+    res = subprocess.run([sys.executable, str(BENCH), "--only", "exact", "rapidgnn", "--no-probe",
                           *[f"--{k}={v}" for k, v in BENCH_RUN.items()], "--keep",
                           str(tmp_path)], capture_output=True, text=True, timeout=600)
     print(res.stdout)
