@@ -226,11 +226,18 @@ class MiniBatchJob:
     partition_path: str | None = None
 
 
-def run_minibatch(cfg: TrainConfig, graph: Graph, part, topology, network) -> dict[str, Any]:
-    """Launch the workers, return the record body (``run.py`` adds config and partition)."""
+def run_minibatch(cfg: TrainConfig, graph: Graph, part, topology, network,
+                  session=None) -> dict[str, Any]:
+    """Launch the workers, return the record body (``run.py`` adds config and partition).
+    Under torchrun (``session``) this process is one worker and receives the others'
+    results."""
     check_sampling(cfg.fanouts, cfg.batch_size, cfg.layers)
     # partition kind and one part per worker: the method's check_compatible (TrainConfig)
     with tempfile.TemporaryDirectory(prefix="cdfgnn-minibatch-") as tmp:
+        if session is not None:  # a working folder of its own on every host
+            results = session.run(rank_main, MiniBatchJob(cfg, tmp, graph=graph,
+                                                          partitioning=part))
+            return assemble(cfg, topology, network, results)
         if cfg.backend == "thread" or cfg.workers == 1:
             job = MiniBatchJob(cfg, tmp, graph=graph, partitioning=part)
         else:  # processes load from files, so nothing large is pickled

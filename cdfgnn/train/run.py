@@ -24,7 +24,10 @@ def load_graph(cfg: TrainConfig) -> Graph:
     return get_graph(cfg.dataset, scale=cfg.scale, seed=cfg.data_seed, root=cfg.data_root)
 
 
-def load_partitioning(cfg: TrainConfig, graph: Graph, topology: Topology) -> Partitioning:
+def load_partitioning(cfg: TrainConfig, graph: Graph, topology: Topology,
+                      apart: bool = False) -> Partitioning:
+    """The run's partitioning: its file, or made now (``apart``: in a child process, so a
+    partitioner holding the GIL does not stop this process's heartbeat)."""
     from cdfgnn.partition.api import partition_graph
     if cfg.partition_file:
         part = Partitioning.load(cfg.partition_file)
@@ -33,6 +36,10 @@ def load_partitioning(cfg: TrainConfig, graph: Graph, topology: Topology) -> Par
             raise CdfgnnError(f"{cfg.partition_file} was made for {part.topology.label} "
                               f"({part.num_parts} workers), not {topology.label}")
         return part
+    if apart:
+        from cdfgnn.partition.apart import partition_apart
+        return partition_apart(graph, cfg.partitioner, topology, seed=cfg.seed,
+                               graph_path=cfg.graph, **cfg.partition_params)
     return partition_graph(graph, cfg.partitioner, topology, seed=cfg.seed,
                            **cfg.partition_params)
 
@@ -150,8 +157,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     topology = Topology.for_workers(cfg.workers, cfg.hosts)
     if session is None or cfg.partition_file:  # torchrun: every rank reads the file
         part = load_partitioning(cfg, graph, topology)
-    else:  # torchrun: rank 0 partitions, the others receive its partitioning
-        part = session.from_lead(lambda: load_partitioning(cfg, graph, topology))
+    else:  # torchrun: rank 0 partitions (in a child process), the others receive it
+        part = session.from_lead(lambda: load_partitioning(cfg, graph, topology, apart=True))
     method_cls = METHODS.get(cfg.method)
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
@@ -165,11 +172,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
     prepared = Prepared()  # the sampled track prepares nothing
     if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
-        if session is not None:
-            raise CdfgnnError(f"method {cfg.method!r} (sampled track) runs on the built-in "
-                              "launcher only, not under torchrun")
         from cdfgnn.train.minibatch import run_minibatch
-        body = run_minibatch(cfg, graph, part, topology, network)
+        body = run_minibatch(cfg, graph, part, topology, network, session)
     else:
         prepared = method.prepare(graph, part, cfg.devices)
         results = train_distributed(cfg, graph, part, prepared.drop_arcs, session)
