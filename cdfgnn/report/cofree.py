@@ -30,7 +30,7 @@ from cdfgnn.report.claims import (ClaimSpec, DeviceModel, Measurement, at_least,
 from cdfgnn.report.registry import report
 from cdfgnn.report.render import new_figure, save_figure, write_table
 
-PAPER = "cofree"
+PAPER = "CoFree-GNN"
 NA = "not yet available"
 #: Table 1/2 peer rows -> method names (registered elsewhere) whose runs fill them
 PEERS = {"DistDGL-style (mini-batch)": ("distdgl",), "PipeGCN": ("pipegcn",),
@@ -508,7 +508,7 @@ def measure_many_parts(df: pd.DataFrame) -> list[Measurement]:
     return out
 
 
-#: CoFree-GNN's headline claims (Tables 1-4, Fig. 4) and the issue's targets
+#: CoFree-GNN's headline claims (Tables 1-4, Fig. 4) and the suite's own targets
 CLAIMS = (
     ClaimSpec("CoFree (DAR) at 8 parts within 1 point of full-graph training ({dataset})",
               "no accuracy loss (Tables 2, 4; Fig. 4); target: gap >= -1 point",
@@ -536,11 +536,12 @@ CLAIMS = (
               " (smallest modelled factor over peers and Table 1 columns)",
               "1.7x-56.6x (Table 1)", measure_peer_factor, (at_least(1.7),), unit="x",
               speed=True),
-    ClaimSpec("256 parts train 10 epochs within 3 minutes ({dataset})", "issue target: <= 180 s",
-              measure_many_parts, (at_most(180.0),), value="time", unit=" s", speed=True),
+    ClaimSpec("256 parts train 10 epochs within 3 minutes ({dataset})", "<= 180 s (suite target)",
+              measure_many_parts, (at_most(180.0),), value="time", unit=" s", speed=True,
+              suite_target=True),
     ClaimSpec("peak memory at 256 parts below 2x that of 8 parts ({dataset})",
-              "issue target: < 2x", measure_many_parts, (at_most(2.0),), value="memory",
-              unit="x"),
+              "< 2x (suite target)", measure_many_parts, (at_most(2.0),), value="memory",
+              unit="x", suite_target=True),
 )
 
 
