@@ -565,6 +565,18 @@ def test_config_typo_stops_the_run_naming_the_key(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_bad_config_value_is_one_line_naming_the_valid_values(tmp_path):
+    """`--config scale=huge`: one line naming the key, the value and the valid values."""
+    proc = snakemake("-n", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path),
+                     "--config", "scale=huge")
+    assert proc.returncode == 2
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines()
+              if "huge" in line or "Traceback" in line or "Error" in line]
+    assert errors == ["cdfgnn: error: config scale: 'huge' is not valid; valid: tiny, small, "
+                      "medium, or an integer >= 1"], proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def interrupt_after(args: list[str], work: Path, pattern: str, count: int,
                     timeout: float = 300) -> dict[Path, float]:
     """Start snakemake, send Ctrl-C (SIGINT to its process group) once ``count`` files
