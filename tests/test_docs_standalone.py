@@ -147,3 +147,13 @@ def test_efficiency_constants_quoted_in_docs_are_the_shipped_ones():
                                f"{getattr(shipped, name)}")
     assert seen, "no quoted constant found: the pattern no longer matches the docs"
     assert not bad, "\n".join(bad)
+
+
+def test_readme_layout_lists_every_package_and_doc():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = text.split("## Layout", 1)[1].split("```", 2)[1]
+    packages = sorted(p.parent.name for p in (ROOT / "cdfgnn").glob("*/__init__.py"))
+    missing = [f"cdfgnn/{name}/" for name in packages if f"cdfgnn/{name}/" not in layout]
+    missing += [p.name for p in (ROOT / "docs").glob("*.md") if p.name not in layout]
+    missing += [p.name for p in (ROOT / "configs").glob("*.yaml") if p.name not in layout]
+    assert not missing, f"README's layout does not list: {missing}"

@@ -302,7 +302,8 @@ def table_formats(df: pd.DataFrame) -> dict[str, Callable[[Any], str]]:
         def fmt(x: Any) -> str:
             if isinstance(x, (int, float, np.floating)) and not isinstance(x, bool) \
                     and math.isfinite(float(x)):
-                return f"{float(x):.{digits}{spec}}"
+                # "#g" keeps trailing zeros: every time shows the same significant digits
+                return f"{float(x):{'#' if spec == 'g' else ''}.{digits}{spec}}".rstrip(".")
             return format_cell(x)
         return fmt
 
@@ -466,15 +467,16 @@ def _figure(df: pd.DataFrame, out: Path, graph: str, topo: str, network: str, wh
         ax2.set_xticks([])
     else:
         ax2.barh(y, tta.fillna(0.0), color="C1")
-        what = "planted labels" if mode == PLANTED else "validation"
+        what = " (planted labels)" if mode == PLANTED else ""
         ax2.set_title(f"{model}-modelled time to {TARGET_FRACTION:.0%} of exact's best "
-                      f"{what} accuracy (s)", fontsize=9)
+                      f"validation accuracy{what} (s)", fontsize=9)
         for i, (v, text) in enumerate(zip(tta, ok[f"{model}_tta_s"])):
             if pd.isna(v):
                 ax2.text(0, i, f" {text}", va="center", fontsize=8)
     for ax in (ax1, ax2):
         ax.invert_yaxis()
         ax.grid(alpha=0.3, axis="x")
+        ax.locator_params(axis="x", nbins=5)
     fig.suptitle(f"{graph}, {topo}, " + (where if model == "device" else
                                          f"network {network} (CPU-measured model)")
                  + (" - timing only" if mode == TIMING else

@@ -6,8 +6,9 @@ task on the graph's own structure, as the synthetic twins are built
 (:mod:`cdfgnn.data.synthetic`, steps 1 and 4):
 
 * **classes** are the graph's communities: a METIS partition into ``k`` parts (``k``:
-  the graph's label count unless given), so a class is a well-connected region and
-  averaging neighbours (what a GNN layer does) helps to predict it;
+  the graph's label count, at most one class per :data:`MIN_CLASS_SIZE` vertices, unless
+  given), so a class is a well-connected region and averaging neighbours (what a GNN
+  layer does) helps to predict it;
 * **features** are drawn around class centroids with noise,
   ``x_i = snr * mu_{c_i} + eps_i`` (:func:`cdfgnn.data.synthetic.centroid_features`),
   ``snr`` = :data:`SNR` noise standard deviations;
@@ -30,17 +31,22 @@ from cdfgnn.errors import CdfgnnError
 
 #: centroid norm in noise standard deviations (the synth-powerlaw twin's feature SNR)
 SNR = 2.0
+#: default classes: no more than one per this many vertices (a small graph's 32 random
+#: labels would leave a handful of training vertices per planted class)
+MIN_CLASS_SIZE = 50
 
 
 def plant_labels(graph: Graph, classes: int | None = None, seed: int = 0,
                  snr: float = SNR) -> Graph:
     """``graph`` with planted classes (its METIS communities) and features around class
-    centroids; ``classes`` defaults to the graph's label count (at least 2)."""
+    centroids; ``classes`` defaults to the graph's label count, at most
+    ``num_nodes // MIN_CLASS_SIZE`` and at least 2."""
     from cdfgnn.data.synthetic import centroid_features
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology
 
-    k = int(classes) if classes is not None else max(2, graph.num_classes)
+    k = int(classes) if classes is not None else \
+        max(2, min(graph.num_classes, graph.num_nodes // MIN_CLASS_SIZE))
     if not 2 <= k <= graph.num_nodes:
         raise CdfgnnError(f"--classes {k}: planted classes must be between 2 and the "
                           f"graph's {graph.num_nodes} vertices")
