@@ -54,3 +54,14 @@ def graph_file(tmp_path_factory, small_graph) -> str:
     path = tmp_path_factory.mktemp("small-graph") / "graph.npz"
     small_graph.save(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def smoke_tree(tmp_path_factory):
+    """configs/smoke.yaml built once per session (interrupted, then resumed: tests/smoke.py),
+    shared by tests/test_pipeline.py and tests/test_readme_commands.py."""
+    from smoke import build_smoke_tree
+
+    work = tmp_path_factory.mktemp("smoke") / "work"
+    work.mkdir()
+    return build_smoke_tree(work)
