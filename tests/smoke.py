@@ -51,9 +51,13 @@ def interrupt_after(args: list[str], work: Path, pattern: str, count: int,
                     timeout: float = 300) -> dict[Path, float]:
     """Start snakemake, send Ctrl-C (SIGINT to its process group) once ``count`` files
     match ``pattern`` under ``work``; return those finished files with their mtimes."""
+    # SIGINT back to its default in the child: a shell that runs this suite in the
+    # background (`pytest &`) starts it with SIGINT ignored, which the child would inherit
+    # and so never see the Ctrl-C
     proc = subprocess.Popen([str(BIN / "python"), "-m", "snakemake", *args], env=tool_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + timeout
     try:
         while proc.poll() is None and time.monotonic() < deadline:
