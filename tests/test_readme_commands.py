@@ -308,6 +308,9 @@ def targets(argv: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
+# the shared smoke build runs in the setup of whichever of the two tests asks first, and
+# pytest-timeout counts setup and call together
+@pytest.mark.timeout(1200)
 def test_every_readme_command_runs(smoke_tree, tmp_path):
     from cdfgnn.experiments.config import load_config
     from cdfgnn.experiments.grid import Grid
