@@ -76,3 +76,14 @@ def two_hosts():
     finally:
         hosts.destroy()
         assert not hosts.exists()
+
+
+@pytest.fixture(scope="session")
+def smoke_tree(tmp_path_factory):
+    """configs/smoke.yaml built once per session (interrupted, then resumed: tests/smoke.py),
+    shared by tests/test_pipeline.py and tests/test_readme_commands.py."""
+    from smoke import build_smoke_tree
+
+    work = tmp_path_factory.mktemp("smoke") / "work"
+    work.mkdir()
+    return build_smoke_tree(work)

@@ -1,7 +1,7 @@
 """The `cdfgnn` command line: each subcommand end to end on small inputs, and bad input.
 
 Bad input must give ``cdfgnn: error: <message naming the input>`` on stderr, exit
-code 2, no traceback and no output file (docs/architecture.md, Conventions; issue 2 "Bad input").
+code 2, no traceback and no output file (docs/architecture.md, Conventions: "Failures are loud and early").
 """
 from __future__ import annotations
 
@@ -402,3 +402,61 @@ def test_train_flags_are_the_trainconfig_fields():
 def test_bench_unknown_lists_scripts(capsys):
     err = bad(capsys, "bench", "no_such_benchmark")
     assert "no_such_benchmark" in err and "valid:" in err
+
+
+# ------------------------------------------------------------------ help
+def _help(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    import re
+    # unwrapped: argparse breaks lines at spaces and after hyphens ("synth-\narxiv")
+    return re.sub(r"(\w)- (\w)", r"\1-\2", " ".join(capsys.readouterr().out.split()))
+
+
+def test_train_help_shows_defaults_and_valid_values(capsys):
+    text = _help(capsys, "train")
+    for default in ("(default: exact)", "(default: metis)", "(default: synth-arxiv)",
+                    "(default: gcn)", "(default: cdfgnn-table2)", "(default: 50)",
+                    "(default: thread)", "(default: cpu)", "(default: 10 10)",
+                    "(default: true)"):
+        assert default in text, default
+    import cdfgnn.methods  # noqa: F401
+    from cdfgnn.methods.base import METHODS
+    for name in ("methods", "partitioners", "datasets", "models", "networks", "devices"):
+        assert f"`cdfgnn list {name}`" in text, name
+    assert all(m in text for m in METHODS.names())
+    for value in ("ebv", "synth-reddit", "sage", "rapidgnn-chameleon", "a100-80", "x4"):
+        assert value in text, value
+    # where a run executes and what it is priced on are told apart
+    execution, pricing = text.index("execution (where"), text.index("pricing (what")
+    assert execution < text.index("--device DEVICE", execution) < pricing \
+        < text.index("--devices DEVICES", pricing)
+
+
+def test_every_option_of_every_command_has_help():
+    from cdfgnn.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.choices and isinstance(a.choices, dict))
+    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+               for name, p in sub.choices.items() for action in p._actions
+               if not action.help]
+    assert missing == []
+
+
+def test_compare_help_names_its_defaults(capsys):
+    text = _help(capsys, "compare")
+    for needle in ("--epochs EPOCHS epochs per method (default: 20)", "--hidden HIDDEN hidden "
+                   "width (default: 64)", "--timing-only", "accuracy unmeasured",
+                   "--lr LR Adam learning rate (default: 0.01)"):
+        assert needle in text, needle
+
+
+def test_list_prints_the_valid_names(capsys):
+    code, out, _ = cli(capsys, "list", "partitioners")
+    assert code == 0 and "metis" in out.split() and "ebv" in out.split()
+    code, out, _ = cli(capsys, "list")
+    assert code == 0 and "methods:" in out and "  exact" in out
+    code, _, err = cli(capsys, "list", "gpus")
+    assert code == 2 and err.count("\n") == 1 and "valid: methods" in err

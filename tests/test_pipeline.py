@@ -14,9 +14,6 @@ import json
 import os
 import shlex
 import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from cdfgnn.errors import CdfgnnError
 from cdfgnn.experiments.config import check_schema, load_config, load_schema
 from cdfgnn.experiments.grid import TRAIN_FLAGS, Grid, Plugins, format_param
 from cdfgnn.train.config import ONE_PROCESS_TRAINERS, TrainConfig, grid_options, train_options
+from smoke import job_counts, snakemake
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.json"
@@ -42,25 +40,6 @@ CONFIGS = ["smoke", "quick", "full"]
 def load(*names: str) -> dict:
     """configs/<name>.yaml with its includes, several names layered in order."""
     return load_config([REPO / "configs" / f"{n}.yaml" for n in names], root=REPO)
-
-
-def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run snakemake with this interpreter's environment (the `cdfgnn` script on PATH)."""
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The 'Job stats' table of a snakemake (dry) run: rule -> job count."""
-    counts = {}
-    block = output.split("Job stats:", 1)[-1] if "Job stats:" in output else ""
-    for line in block.splitlines():
-        m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
-        if m and m.group(1) != "total":
-            counts[m.group(1)] = int(m.group(2))
-    return counts
 
 
 # ------------------------------------------------------------ config files
@@ -565,43 +544,30 @@ def test_config_typo_stops_the_run_naming_the_key(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def interrupt_after(args: list[str], work: Path, pattern: str, count: int,
-                    timeout: float = 300) -> dict[Path, float]:
-    """Start snakemake, send Ctrl-C (SIGINT to its process group) once ``count`` files
-    match ``pattern`` under ``work``; return those finished files with their mtimes."""
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.monotonic() + timeout
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            if len(list(work.glob(pattern))) >= count:
-                os.killpg(proc.pid, signal.SIGINT)
-                break
-            time.sleep(0.2)
-        # a graceful stop waits for the jobs in flight; a job inside a first-time numba
-        # compile only sees the signal when the compile returns (tens of seconds on a
-        # loaded 2-core machine), so allow minutes before calling it a hang
-        proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return {p: p.stat().st_mtime for p in work.glob(pattern)}
+def test_bad_config_value_is_one_line_naming_the_valid_values(tmp_path):
+    """`--config scale=huge`: one line naming the key, the value and the valid values."""
+    proc = snakemake("-n", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path),
+                     "--config", "scale=huge")
+    assert proc.returncode == 2
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines()
+              if "huge" in line or "Traceback" in line or "Error" in line]
+    assert errors == ["cdfgnn: error: config scale: 'huge' is not valid; valid: tiny, small, "
+                      "medium, or an integer >= 1"], proc.stderr
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow
-def test_smoke_pipeline(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    common = ["--snakefile", str(REPO / "Snakefile"), "-d", str(work),
-              "--configfile", str(REPO / "configs" / "smoke.yaml"), "--cores", "2"]
-    # interrupted like Ctrl-C part way through, then resumed: finished files are kept
-    kept = interrupt_after(common, work, "results/partitions/*/*/*/*.stats.json", 4)
+# the shared smoke build runs in the setup of whichever of the two tests asks first, and
+# pytest-timeout counts setup and call together
+@pytest.mark.timeout(1200)
+def test_smoke_pipeline(smoke_tree):
+    """The shared smoke build (conftest.py ``smoke_tree``): interrupted like Ctrl-C part way
+    through, then resumed; finished files are kept, every output exists and is well formed;
+    a second invocation finds nothing to do, and a lost run redoes only what reads it. (The
+    report and the review notebook run as the README says: tests/test_readme_commands.py.)"""
+    work, common, kept, proc = (smoke_tree.work, smoke_tree.args, smoke_tree.kept,
+                                smoke_tree.resumed)
     assert len(kept) >= 4, "the interrupted run finished too few partitions"
-    proc = snakemake(*common)
     assert proc.returncode == 0, proc.stderr[-6000:]
     # only the jobs in flight at the interrupt (at most one per core) may be redone
     redone = [p for p, mtime in kept.items() if p.stat().st_mtime != mtime]
@@ -650,45 +616,24 @@ def test_smoke_pipeline(tmp_path):
     assert len(t3) == len(grid.partition_set_jobs("cdfgnn_table3"))
     assert "31.08" in (work / "results/tables/cdfgnn_table3_partitions.md").read_text()
 
-    # the review notebook runs on these results in a real kernel (an error in any
-    # cell fails the test), without recomputing anything, and shows every configured
-    # table, every figure and the claims page
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(REPO / "workflow" / "notebooks" / "review.ipynb", as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(work)}}).execute()
-    shown = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
-                    for out in cell.get("outputs", []) if out.get("output_type") == "stream")
-    assert f"{len(grid.tables)} configured tables" in shown
-    assert f"{len(grid.figures)} figures" in shown
-    assert f"{len(grid.all_runs())} run records" in shown
-    for name in grid.tables:
-        assert f"=== {name}.csv" in shown
-    assert f"{len(grid.claims_tables())} claims tables" in shown
-
-    # the Snakemake report holds every figure and table, each with its caption
-    report = work / "report.html"
-    proc = snakemake("--snakefile", str(REPO / "Snakefile"), "-d", str(work),
-                     "--configfile", str(REPO / "configs" / "smoke.yaml"),
-                     "--report", str(report))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    html = report.read_text()
-    for out in grid.outputs():
-        for path in out.paths:
-            assert Path(path).name in html, path
-        assert f"report ``{out.report}``" in html or out.report in html, out.name
-
     # resumption: a second invocation has nothing to do ...
     again = snakemake(*common, "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     # ... and after an interruption that left one run and the run tables/figures
     # unwritten, only that run and the files reading it are redone
     lost = next(r for r in grid.all_runs() if r.trainer == "distributed")
-    for path in [lost.path, "results/tables/runs.csv", "results/tables/epochs.csv",
-                 *[f for f in grid.figure_paths() if f.startswith("figures/engine/")]]:
+    paths = [lost.path, "results/tables/runs.csv", "results/tables/epochs.csv",
+             *[f for f in grid.figure_paths() if f.startswith("figures/engine/")]]
+    saved = {p: ((work / p).read_bytes(), (work / p).stat()) for p in paths}
+    for path in paths:
         (work / path).unlink()
-    again = snakemake(*common, "-n")
-    counts = job_counts(again.stdout + again.stderr)
-    assert counts.get("train") == 1 and counts.get("runs_tables") == 1, (counts, again.stdout[-3000:])
-    assert not {"prepare", "partition_graph", "train_single", "table"} & set(counts), counts
+    try:
+        again = snakemake(*common, "-n")
+        counts = job_counts(again.stdout + again.stderr)
+        assert counts.get("train") == 1 and counts.get("runs_tables") == 1, \
+            (counts, again.stdout[-3000:])
+        assert not {"prepare", "partition_graph", "train_single", "table"} & set(counts), counts
+    finally:   # leave the shared tree complete for the next test module
+        for path, (data, st) in saved.items():
+            (work / path).write_bytes(data)
+            os.utime(work / path, ns=(st.st_atime_ns, st.st_mtime_ns))
