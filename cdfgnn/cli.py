@@ -298,7 +298,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     """Measure this machine's device profile (CaPGNN Table 1 micro-benchmarks)."""
     import yaml
 
-    from cdfgnn.comm.devices import load_device, measure
+    from cdfgnn.pricing.devices import load_device, measure
 
     spec = measure(size=args.size, repeats=args.repeats, density=args.density, name=args.name)
     text = yaml.safe_dump(spec, sort_keys=False)
@@ -456,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dropout", type=float)
     p.add_argument("--backend", help="thread | process")
     p.add_argument("--devices", help="device profile(s) the runs are priced on: one for "
-                   "every worker or one per worker (cdfgnn/cost/gpus.yaml; default "
+                   "every worker or one per worker (cdfgnn/pricing/gpus.yaml; default "
                    "rtx3090)")
     p.add_argument("--out-dir", default="compare", help="folder for partitions, runs, table")
     p.set_defaults(func=cmd_compare)

@@ -4,7 +4,7 @@ Every ledger entry (kind, counts) costs
 
     max(flops / (peak x eff_flop), bytes / (bandwidth x eff_bw)) + calls x launch
 
-with the constants of :mod:`cdfgnn.cost.efficiency`. Per kind:
+with the constants of :mod:`cdfgnn.pricing.efficiency`. Per kind:
 
 * ``dense``: FP32 peak (TF32 when ``use_tf32``) x ``dense_flop``; operand and result
   bytes at ``stream_bw``;
@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from cdfgnn.cost.efficiency import Efficiency, load_efficiency
-from cdfgnn.cost.hardware import GpuProfile
+from cdfgnn.pricing.efficiency import Efficiency, load_efficiency
+from cdfgnn.pricing.hardware import GpuProfile
 from cdfgnn.cost.ledger import FIELDS, Ledger
 
 TERA, GIGA, MEGA = 1e12, 1e9, 1e6
