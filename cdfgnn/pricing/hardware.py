@@ -13,6 +13,7 @@ for RAPA.
 from __future__ import annotations
 
 import math
+import re
 import os
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -190,3 +191,30 @@ def run_gpus(spec: str | list | None, workers: int) -> tuple[list[GpuProfile], b
     if gpus is None:
         return [get_gpu(DEFAULT_GPU)] * workers, True
     return gpus, False
+
+
+_VENDOR_WORDS = re.compile(r"\b(nvidia|geforce|tesla|quadro|sxm\d?|pcie|gpu)\b")
+
+
+def _card_key(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def card_profile(text: str) -> GpuProfile:
+    """The profile of a card as papers write it (``RTX 3090``, ``Tesla V100-SXM2-32GB``,
+    ``GTX 1660 Ti``, ``A100 80GB``): vendor words and punctuation dropped, then matched to
+    a profile name with the memory size (``a100-80``) or without it (``v100``). An
+    unknown or ambiguous card raises :class:`CdfgnnError` naming it."""
+    low = _VENDOR_WORDS.sub(" ", text.lower())
+    mem = re.search(r"(\d+)\s*g(?:b|ib)\b", low)
+    base = _card_key(re.sub(r"(\d+)\s*g(?:b|ib)\b", " ", low))
+    by_key = {_card_key(name): name for name in registered()}
+    for key in ([base + mem.group(1)] if mem else []) + [base]:
+        if key in by_key:
+            return registered()[by_key[key]]
+    close = sorted(name for k, name in by_key.items() if base and k.startswith(base))
+    if close:
+        raise CdfgnnError(f"card {text!r} is ambiguous: {', '.join(close)} (write the "
+                          f"memory size)")
+    raise CdfgnnError(f"card {text!r} has no profile in {DATA_FILE.name}; known: "
+                      f"{', '.join(registered())}")

@@ -23,9 +23,12 @@ written in papers: :data:`LATENCY_S` holds the assumed per-message latencies.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from cdfgnn.comm.network import LinkProfile
 from cdfgnn.errors import CdfgnnError
+from cdfgnn.partition.base import Topology
+from cdfgnn.pricing.hardware import GpuProfile
 
 #: GB/s per lane and direction (128b/130b from gen3 on; gen1/2 8b/10b)
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.984375, 4: 1.96875, 5: 3.9375, 6: 7.875}
@@ -118,3 +121,41 @@ def _part(part: str, text: str) -> tuple[str, dict]:
     raise CdfgnnError(f"interconnect {text!r}: cannot read {part!r} (PCIe <gen> [x<lanes>], "
                       f"NVLink, <speed> Gbps Ethernet, InfiniBand <gen> or <speed> Gb/s "
                       f"InfiniBand, none)")
+
+
+def with_host_link(gpu: GpuProfile, ic: Interconnect) -> GpuProfile:
+    """``gpu`` with its host link set to the written PCIe link (as it is where none is
+    written): the staging copies of gloo run over it."""
+    if ic.pcie_gen is None:
+        return gpu
+    return replace(gpu, host_link=f"pcie{ic.pcie_gen}x{ic.pcie_lanes}",
+                   host_link_gbps=ic.pcie_gbps)
+
+
+def link_profile(ic: Interconnect, backend: str, gpu: GpuProfile, topology: Topology,
+                 ) -> LinkProfile:
+    """The nominal link profile of a written interconnect for ``backend`` (``gloo``:
+    host-staged; ``nccl``: device to device), on ``topology`` with GPUs like ``gpu``.
+
+    Inside a server: NVLink at the card's own NVLink figure, else the written PCIe link,
+    else the card's host link (peer-to-peer over PCIe). Between servers: the written
+    network; several servers without one is refused, as is NVLink on a card without it."""
+    if backend not in ("gloo", "nccl"):
+        raise CdfgnnError(f"backend {backend!r}: valid gloo, nccl")
+    if ic.intra == "nvlink":
+        if gpu.peer_link_gbps <= 0:
+            raise CdfgnnError(f"interconnect {ic.text!r}: NVLink, but the {gpu.name} "
+                              f"profile has no NVLink")
+        intra, intra_kind = gpu.peer_link_gbps, "nvlink"
+    else:
+        intra, intra_kind = ic.pcie_gbps or gpu.host_link_gbps, "pcie"
+    if topology.hosts > 1 and ic.inter_gbps is None:
+        raise CdfgnnError(f"interconnect {ic.text!r}: no network between the "
+                          f"{topology.hosts} servers")
+    inter = ic.inter_gbps if ic.inter_gbps is not None else intra
+    inter_kind = ic.inter or intra_kind
+    return LinkProfile(f"{ic.text} ({backend})", intra, inter, intra, inter,
+                       LATENCY_S[intra_kind], LATENCY_S[inter_kind],
+                       source=f"read from the interconnect text {ic.text!r} "
+                              "(cdfgnn.pricing.interconnect); latencies assumed",
+                       host_staged=backend == "gloo")
