@@ -15,9 +15,11 @@ R the median of predicted / published seconds):
   vertices, arcs and the width) and the host copies of ``published_epochs.csv``;
 * ``single-GPU epoch``: full-graph epochs on one GPU (``single_gpu_epochs.csv``, and
   one-GPU rows of ``published_epochs.csv`` not in it);
-* ``compute``: the source's own time outside communication (``compute_s``; as the
-  source defines it, ``compute_def``: ``epoch-minus-comm-reduce`` is compared with the
-  mean over ranks of the priced compute, ``aggregation-only`` with the priced SpMMs);
+* ``compute``: the source's own time outside communication (``compute_s``), compared
+  as the source defines it (the first word of ``compute_def``, :data:`COMPUTE_DEFS`):
+  ``epoch-minus-comm-reduce`` with the mean over ranks of the priced compute,
+  ``epoch-minus-comm`` with that and the all-reduce, ``forward-backward`` with the layers'
+  priced forward and backward, ``aggregation-only`` with the priced SpMMs;
 * ``communication``: the published halo-exchange seconds (``comm_s``), compared with the
   epoch less the mean compute and all-reduce of a rank (a source's rank times its
   exchange together with the wait for the slowest rank); ``0`` is a value: times below
@@ -321,6 +323,10 @@ def epoch_row(file: str, line: int, rec: dict) -> Row:
         if comm is not None:
             published["communication"] = comm
         if compute is not None:
+            kind = compute_kind(_text(rec, "compute_def"))
+            if kind is None:
+                raise Skip("compute_def", _text(rec, "compute_def")[:40],
+                           f"first word must be one of {', '.join(COMPUTE_DEFS)}")
             published["compute"] = compute
     return Row(file, line, _text(rec, "source"), _text(rec, "gpu_type"), published,
                {**ints, "system": _text(rec, "system"), "dataset": _text(rec, "dataset"),
@@ -362,6 +368,19 @@ def kernel_row(file: str, line: int, rec: dict) -> Row:
     return Row(file, line, _text(rec, "source"), _text(rec, "card"), {"kernel": seconds},
                {**ints, "dtype": dtype, "graph": _text(rec, "graph"),
                 "kernel": _text(rec, "kernel")})
+
+
+#: what a published compute time covers (the first word of ``compute_def``) -> what of
+#: the priced rank it is compared with: ``compute`` (every phase outside communication),
+#: ``+reduce`` (and the all-reduce), ``fwd/bwd`` (the layers' forward and backward
+#: phases), ``spmm`` (the aggregation kernels)
+COMPUTE_DEFS = {"epoch-minus-comm-reduce": "compute", "epoch-minus-comm": "+reduce",
+                "forward-backward": "fwd/bwd", "aggregation-only": "spmm"}
+
+
+def compute_kind(definition: str) -> str | None:
+    word = re.split(r"[:\s]", definition.strip(), maxsplit=1)[0] if definition.strip() else ""
+    return COMPUTE_DEFS.get(word)
 
 
 READERS = {"epoch": (COLUMNS, epoch_row), "single": (SINGLE_COLUMNS, single_row),
@@ -572,24 +591,29 @@ class Prepared:
         if "single-GPU epoch" in want:
             return {"single-GPU epoch": m["epoch_s"]}
         compute = float(np.mean(m["compute_s"]))
+        reduce = float(np.mean(m["reduce_s"]))
         out = {"epoch": m["epoch_s"]}
         if "compute" in want:
-            out["compute"] = (self._aggregation(eff) if self.row.fields["compute_def"]
-                              .startswith("aggregation-only") else compute)
+            kind = compute_kind(self.row.fields["compute_def"])
+            out["compute"] = (compute if kind == "compute" else compute + reduce
+                              if kind == "+reduce" else self._priced(eff, kind))
         if "communication" in want:
-            out["communication"] = max(m["epoch_s"] - compute
-                                       - float(np.mean(m["reduce_s"])), 0.0)
+            out["communication"] = max(m["epoch_s"] - compute - reduce, 0.0)
         return out
 
-    def _aggregation(self, eff) -> float:
-        """Mean over ranks of the priced SpMM entries (the aggregation kernels)."""
+    def _priced(self, eff, kind: str) -> float:
+        """Mean over ranks of the priced layer phases (``fwd/bwd``) or SpMM entries."""
         from cdfgnn.cost.ledger import Ledger
-        from cdfgnn.pricing.roofline import op_seconds
+        from cdfgnn.pricing.roofline import op_seconds, price
         secs = []
         for gpu, rk in zip(self.gpus, self.inputs["ranks"]):
             led = Ledger.from_dict(rk["patterns"][0]["ledger"])
-            secs.append(sum(op_seconds("spmm", led.get(ph, "spmm"), gpu, eff)
-                            for ph in led.phases if led.get(ph, "spmm")["calls"]))
+            if kind == "spmm":
+                secs.append(sum(op_seconds("spmm", led.get(ph, "spmm"), gpu, eff)
+                                for ph in led.phases if led.get(ph, "spmm")["calls"]))
+            else:
+                secs.append(sum(v for ph, v in price(led, gpu, eff).items()
+                                if ph.startswith(("fwd/", "bwd/"))))
         return float(np.mean(secs))
 
 

@@ -249,3 +249,15 @@ def test_pipeline_prints_every_part_for_both_halves(tmp_path, capsys):
         assert re.fullmatch(rf"{label}: (\d+ rows, median ratio \d+\.\d{{3}}, within 2x: "
                             rf"\d+%|0 rows, median ratio -, within 2x: -)", line), line
     assert sorted(p.name.split("-n")[0] for p in cache.glob("*.json")) == ["reddit-ind-p2"]
+
+
+def test_compute_is_priced_as_the_source_defines_it():
+    from cdfgnn.pricing.efficiency import load_efficiency
+    eff = load_efficiency()
+    got = {d: _prep(compute_def=f"{d}: as printed").predict(eff)["compute"]
+           for d in tm.COMPUTE_DEFS}
+    assert got["epoch-minus-comm"] > got["epoch-minus-comm-reduce"] > got["forward-backward"]
+    assert got["forward-backward"] > got["aggregation-only"] > 0
+    with pytest.raises(tm.Skip, match="compute_def"):
+        _row(compute_def="wall clock of something")
+    assert "compute" not in _row(compute_s="", compute_def="").published
