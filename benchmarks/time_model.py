@@ -192,6 +192,15 @@ SYSTEMS: dict[str, System] = {
     "exact (Sylvie code fp32)": _PEER,
     "pipegcn": dataclasses.replace(_PEER, pipeline=True),
     "bns-gcn p=0.1": dataclasses.replace(_PEER, boundary_rate=0.1),
+    # the same code base without pipelining, as others ran it: GraNNDis's Opt_FB baseline
+    # (no --use-pp, LayerNorm by default, nccl) and Bajaj et al.'s GAT extension (use_pp,
+    # norm none, heads averaged), as the rows' notes read from their scripts
+    "exact (GraNNDis Opt_FB)": dataclasses.replace(_PEER, static_first=False),
+    "exact (PipeGCN code)": dataclasses.replace(_PEER, layernorm=False, inductive=frozenset()),
+    # GNNPipe's graph-parallel baseline (applications/async_multi_gpus/gcn.cc): layer 0
+    # transforms then aggregates, later layers aggregate then transform (DGL's rule at
+    # its widths), mirror rows exchanged at every layer, no LayerNorm, no precompute
+    "exact (GNNPipe graph-parallel)": System("narrower-first", "input"),
     # AdaQP model/distGCN.py: DistAggConv (aggregate) then W at every layer, no
     # precompute, LayerNorm (config use_norm: true), full graph
     "exact (AdaQP Vanilla)": System("aggregate-first", "input", layernorm=True),
@@ -256,6 +265,9 @@ DATASETS: dict[str, Dataset] = {
     "yelp": Dataset("synth-yelp", 716_847, 13_954_819, 300, 100, _CAPGNN_TABLE),
     "amazon-products": Dataset("synth-amazon", 1_569_960, 264_339_468, 200, 107,
                                _CAPGNN_TABLE),
+    # OGB ogbn-arxiv symmetrised (1,166,243 citations both ways), as the peers load it
+    "ogbn-arxiv": Dataset("synth-arxiv", 169_343, 2_315_598, 128, 40,
+                          "OGB ogbn-arxiv statistics (169,343 nodes, 1,166,243 edges)"),
     # one GPU only (no twin: never partitioned)
     "cora": Dataset("", 2_708, 10_556, 1_433, 7, _DGL_CITATION),
     "citeseer": Dataset("", 3_327, 9_228, 3_703, 6, _DGL_CITATION),
@@ -286,13 +298,23 @@ class Row:
         return f"{self.file}:{self.line}"
 
 
+def _from_notes(rec: dict, col: str, pattern: str, default: int) -> int:
+    """An optional integer column, else the first ``pattern`` match in the notes (the
+    peers' flag as the source prints it), else ``default``."""
+    if _text(rec, col):
+        return int(_num(rec, col, int))
+    m = re.search(pattern, rec.get("notes") or "")
+    return int(m.group(1)) if m else default
+
+
 def _linear_layers(rec: dict) -> int:
     """Trailing Linear layers: a ``linear`` column, else ``n-linear K`` in the notes."""
-    text = _text(rec, "linear")
-    if text:
-        return int(_num(rec, "linear", int))
-    m = re.search(r"n-linear\s+(\d+)", rec.get("notes") or "")
-    return int(m.group(1)) if m else 0
+    return _from_notes(rec, "linear", r"n[-_]linear\s+(\d+)", 0)
+
+
+def _heads(rec: dict) -> int:
+    """GAT heads: a ``heads`` column, else ``num_heads K`` / ``heads K`` in the notes, else 1."""
+    return max(_from_notes(rec, "heads", r"\b(?:num_heads|heads)\s+(\d+)", 1), 1)
 
 
 def epoch_row(file: str, line: int, rec: dict) -> Row:
@@ -313,7 +335,7 @@ def epoch_row(file: str, line: int, rec: dict) -> Row:
     regime = _text(rec, "regime")
     if regime not in ("", "inductive", "transductive"):
         raise Skip("regime", regime, "known: transductive, inductive")
-    heads = _num(rec, "heads", int, optional=True) or 1
+    heads = _heads(rec) if model == "gat" else 1
     if model in COPY_MODELS:              # a copy micro-benchmark: one kernel
         published = {"kernel": epoch}
     elif ints["gpus"] == 1:
@@ -603,14 +625,13 @@ class Prepared:
 
     def _priced(self, eff, kind: str) -> float:
         """Mean over ranks of the priced layer phases (``fwd/bwd``) or SpMM entries."""
-        from cdfgnn.cost.ledger import Ledger
         from cdfgnn.pricing.roofline import op_seconds, price
         secs = []
         for gpu, rk in zip(self.gpus, self.inputs["ranks"]):
-            led = Ledger.from_dict(rk["patterns"][0]["ledger"])
+            led = rk["patterns"][0]["ledger"]
             if kind == "spmm":
-                secs.append(sum(op_seconds("spmm", led.get(ph, "spmm"), gpu, eff)
-                                for ph in led.phases if led.get(ph, "spmm")["calls"]))
+                secs.append(sum(op_seconds("spmm", kinds["spmm"], gpu, eff)
+                                for _, kinds in sorted(led.items()) if "spmm" in kinds))
             else:
                 secs.append(sum(v for ph, v in price(led, gpu, eff).items()
                                 if ph.startswith(("fwd/", "bwd/"))))

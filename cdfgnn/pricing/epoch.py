@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cdfgnn.comm.tags import VERTEX_TAGS
-from cdfgnn.cost.ledger import STEP_PHASES, Ledger
+from cdfgnn.cost.ledger import STEP_PHASES
 from cdfgnn.pricing.cluster import Cluster
 from cdfgnn.pricing.efficiency import Efficiency
 from cdfgnn.pricing.hardware import GpuProfile
@@ -108,9 +108,10 @@ class Pricer:
         self.gpu, self.eff, self._memo = gpu, eff, {}
 
     def phases(self, ledger: dict) -> dict[str, float]:
+        """Seconds per phase of a ledger in its dict form (``Ledger.to_dict``)."""
         key = json.dumps(ledger, sort_keys=True)
         if key not in self._memo:
-            self._memo[key] = price(Ledger.from_dict(ledger), self.gpu, self.eff)
+            self._memo[key] = price(ledger, self.gpu, self.eff) if ledger else {"total": 0.0}
         return self._memo[key]
 
 

@@ -117,7 +117,8 @@ def price(ledger_or_totals, profile: GpuProfile, eff: Efficiency | None = None,
     """Seconds per phase on ``profile`` (and ``"total"``, their sum)."""
     eff = eff or load_efficiency()
     out: dict[str, float] = {}
-    for phase, kinds in _phases(ledger_or_totals).items():
-        out[phase] = sum(op_seconds(kind, f, profile, eff) for kind, f in kinds.items())
+    # sorted, as Ledger.to_dict orders them: the same sums for a Ledger and its dict
+    for phase, kinds in sorted(_phases(ledger_or_totals).items()):
+        out[phase] = sum(op_seconds(kind, f, profile, eff) for kind, f in sorted(kinds.items()))
     out["total"] = sum(v for k, v in out.items() if k != "total")
     return out
