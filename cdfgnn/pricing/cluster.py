@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Sequence
-
 import numpy as np
 
 from cdfgnn.comm.network import LinkProfile, NetworkModel, get_profile
@@ -122,9 +120,3 @@ def allreduce_traffic(p: int, n_params: float) -> tuple[list[list[float]], list[
     return ([np.roll(red, r).tolist() for r in range(p)],
             [np.roll(msgs, r).tolist() for r in range(p)])
 
-
-def rank_gpus(gpus: Sequence[GpuProfile] | GpuProfile, p: int) -> tuple[GpuProfile, ...]:
-    """One profile per rank from one profile or a list."""
-    if isinstance(gpus, GpuProfile):
-        return (gpus,) * p
-    return tuple(gpus)
