@@ -41,12 +41,13 @@ with ``held-out: N rows, median ratio R, within 2x: S%``. Its schema is read fro
 header (a distributed, single-GPU or kernel file). A row that cannot be priced is
 skipped with one line naming the field and value; a malformed file stops with one line.
 
-**Partition statistics** (:func:`halo_source`, one function to swap): where
-``real_partition_stats.csv`` gives METIS halo copies per vertex for the graph, P and the
-transductive regime, the halo rows take that total; otherwise (and for the row pattern
-between parts) they are the METIS partition of the dataset's synthetic twin at ``--scale``
-vertices and the peers' average degree (train-induced subgraph in the inductive regime),
-every count scaled by ``real vertices / scale``. Cached under ``--cache``.
+**Partition statistics** (:func:`halo_source`, one function to swap): the METIS partition
+of the dataset's synthetic twin at ``--scale`` vertices and the peers' average degree
+(train-induced subgraph in the inductive regime), every count scaled by ``real vertices /
+scale`` (cached under ``--cache``); where ``real_partition_stats.csv`` gives METIS halo
+copies per vertex for the graph, P and the transductive regime, the halo rows take that
+total (the twin gives their pattern between parts; a graph without a twin gets balanced
+parts, the total spread evenly).
 
 Usage:
     python benchmarks/time_model.py [--data-dir DIR] [--published FILE ...] [--frozen]
@@ -251,6 +252,7 @@ class Dataset:
     features: int
     classes: int
     source: str
+    graph: str = ""           # its name in real_partition_stats.csv (default: the key)
 
 
 _CAPGNN_TABLE = "songxf1024/CaPGNN README dataset table (|V|, |E|, f_dim, classes)"
@@ -258,7 +260,8 @@ _DGL_CITATION = "dmlc/dgl python/dgl/data/citation_graph.py docstring statistics
 DATASETS: dict[str, Dataset] = {
     # DGL's RedditDataset (the peers' loader), 114.6M arcs: ~492 per vertex, not the
     # GraphSAINT copy's 99.65 that synth-reddit mirrors
-    "reddit": Dataset("synth-reddit", 232_965, 114_615_892, 602, 41, _CAPGNN_TABLE),
+    "reddit": Dataset("synth-reddit", 232_965, 114_615_892, 602, 41, _CAPGNN_TABLE,
+                      graph="reddit-dgl"),
     # OGB: 61,859,140 undirected edges, stored in both directions by DGL/OGB loaders
     "ogbn-products": Dataset("synth-products", 2_449_029, 2 * 61_859_140, 100, 47,
                              _CAPGNN_TABLE),
@@ -268,7 +271,7 @@ DATASETS: dict[str, Dataset] = {
     # OGB ogbn-arxiv symmetrised (1,166,243 citations both ways), as the peers load it
     "ogbn-arxiv": Dataset("synth-arxiv", 169_343, 2_315_598, 128, 40,
                           "OGB ogbn-arxiv statistics (169,343 nodes, 1,166,243 edges)"),
-    # one GPU only (no twin: never partitioned)
+    # no twin: partitioned only where published halo statistics exist (pubmed)
     "cora": Dataset("", 2_708, 10_556, 1_433, 7, _DGL_CITATION),
     "citeseer": Dataset("", 3_327, 9_228, 3_703, 6, _DGL_CITATION),
     "pubmed": Dataset("", 19_717, 88_651, 500, 3, _DGL_CITATION),
@@ -497,7 +500,7 @@ def twin_counts(dataset: str, inductive: bool, parts: int, scale: int, cache: Pa
 
 def published_halo_copies(dataset: str, parts: int, data_dir: Path) -> float | None:
     """METIS halo copies per vertex that ``real_partition_stats.csv`` gives for this
-    graph (same name, arcs within 2%) and P, or None."""
+    graph (its name there, arcs within 2%) and P, or None."""
     path = data_dir / STATS_FILE
     if not path.is_file():
         return None
@@ -505,7 +508,7 @@ def published_halo_copies(dataset: str, parts: int, data_dir: Path) -> float | N
     for _, rec in read_table(path, ("graph", "arcs", "partitioner", "metric", "parts",
                                     "value")):
         try:
-            same = (_text(rec, "graph") == dataset and int(rec["parts"]) == parts
+            same = (_text(rec, "graph") == (ds.graph or dataset) and int(rec["parts"]) == parts
                     and _text(rec, "partitioner").lower() == "metis"
                     and _text(rec, "metric") == "halo_copies_per_vertex"
                     and abs(float(rec["arcs"]) / ds.arcs - 1.0) <= 0.02)
@@ -521,18 +524,36 @@ def halo_source(dataset: str, regime: str, parts: int, scale: int, cache: Path,
     """Partition statistics at full size for a dataset, regime and P: owned, labelled,
     inner and halo arcs per part and ``halo_rows[r][q]`` (distinct rows r needs from q).
     The one place halos come from (module docstring): a twin's METIS partition, its halo
-    total replaced by a published one where ``real_partition_stats.csv`` has it."""
+    total replaced by a published one where ``real_partition_stats.csv`` has it; without
+    a twin, the published total spread evenly over balanced parts."""
     inductive = regime == "inductive"
+    ds = DATASETS[dataset]
+    copies = None if inductive else published_halo_copies(dataset, parts, data_dir)
+    if not ds.twin:
+        if copies is None:
+            raise Skip("dataset", dataset, f"no twin, and no published {regime} halo "
+                       f"statistics at P = {parts}")
+        return even_counts(ds, parts, copies)
     stats = twin_counts(dataset, inductive, parts, scale, cache, log)
-    k = DATASETS[dataset].nodes / stats["scale"]
+    k = ds.nodes / stats["scale"]
     out = {key: (np.asarray(stats[key], dtype=np.float64) * k)
            for key in ("owned", "labelled", "inner_arcs", "halo_arcs", "halo_rows")}
-    copies = None if inductive else published_halo_copies(dataset, parts, data_dir)
     if copies is not None and out["halo_rows"].sum() > 0:
-        out["halo_rows"] *= copies * DATASETS[dataset].nodes / out["halo_rows"].sum()
-    out["source"] = (f"published halo copies {copies}" if copies is not None
-                     else f"twin {DATASETS[dataset].twin} at {stats['scale']} vertices")
+        out["halo_rows"] *= copies * ds.nodes / out["halo_rows"].sum()
+    out["source"] = (f"published halo copies {copies}, twin pattern" if copies is not None
+                     else f"twin {ds.twin} at {stats['scale']} vertices")
     return out
+
+
+def even_counts(ds: Dataset, parts: int, copies: float) -> dict:
+    """Balanced parts (N/P rows and arcs/P arcs each, every row labelled) needing
+    ``copies x N`` halo rows in all, the same number from every other part."""
+    n = ds.nodes / parts
+    halo = np.full((parts, parts), copies * ds.nodes / max(parts * (parts - 1), 1))
+    np.fill_diagonal(halo, 0.0)
+    return {"owned": np.full(parts, n), "labelled": np.full(parts, n),
+            "inner_arcs": np.full(parts, ds.arcs / parts), "halo_arcs": np.zeros(parts),
+            "halo_rows": halo, "source": f"published halo copies {copies}, even parts"}
 
 
 # ----------------------------------------------------------------------------- counts
@@ -660,8 +681,6 @@ def prepare_epoch_row(row: Row, ctx: "Context") -> Prepared:
     if f["gpus"] == 1:                    # one rank holding the whole graph
         return one_gpu(row, gpu, f["system"], ds.nodes, ds.arcs + ds.nodes, ds.features,
                        ds.classes)
-    if not ds.twin:
-        raise Skip("dataset", f["dataset"], "no twin for partition statistics")
     system = system_of(f["system"])
     shape = model_shape(f, system, ds.features, ds.classes)
     topology = Topology.for_workers(f["gpus"], f["hosts"])

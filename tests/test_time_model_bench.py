@@ -261,3 +261,22 @@ def test_compute_is_priced_as_the_source_defines_it():
     with pytest.raises(tm.Skip, match="compute_def"):
         _row(compute_def="wall clock of something")
     assert "compute" not in _row(compute_s="", compute_def="").published
+
+
+def test_published_halo_copies_set_the_halo_total(tmp_path):
+    """real_partition_stats.csv's METIS halo copies for the graph and P replace the twin's
+    total (transductive only); a graph without a twin is spread evenly over the pairs."""
+    (tmp_path / tm.STATS_FILE).write_text(
+        "graph,vertices,arcs,partitioner,metric,parts,value,source,note\n"
+        "pubmed,19717,88651,metis,halo_copies_per_vertex,4,0.2,test,\n"
+        "reddit-dgl,232965,114615892,metis,halo_copies_per_vertex,2,0.5,test,\n")
+    assert tm.published_halo_copies("reddit", 2, tmp_path) == 0.5
+    assert tm.published_halo_copies("reddit", 4, tmp_path) is None
+    even = tm.halo_source("pubmed", "transductive", 4, 2000, tmp_path / "c", tmp_path)
+    assert even["halo_rows"].sum() == pytest.approx(0.2 * 19717)
+    assert even["halo_rows"][0, 1] == even["halo_rows"][2, 3] and even["halo_rows"][1, 1] == 0
+    with pytest.raises(tm.Skip, match="no twin"):
+        tm.halo_source("pubmed", "transductive", 8, 2000, tmp_path / "c", tmp_path)
+    twin = tm.halo_source("reddit", "transductive", 2, 2000, tmp_path / "c", tmp_path,
+                          log=lambda line: None)
+    assert twin["halo_rows"].sum() == pytest.approx(0.5 * 232965)
