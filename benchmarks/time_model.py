@@ -33,7 +33,7 @@ a calibration and a validation half, stratified by source: the rows of each sour
 alternately to the two halves; the split never reads a number. Every constant of
 :mod:`cdfgnn.pricing.efficiency` that some calibration row depends on is fitted on the
 calibration halves of all parts together (each part weighs the same: the mean over parts
-of the mean squared log ratio), within ``FIT_BOUNDS``. ``--write-efficiency`` stores them
+of the mean absolute log ratio, robust to a few rows far off), within ``FIT_BOUNDS``. ``--write-efficiency`` stores them
 in the package; nothing else keeps a constant.
 
 ``--frozen`` prices the ``--published`` file with the stored constants (no fit) and ends
@@ -831,15 +831,18 @@ def part_ratios(preps: list[Prepared], eff) -> dict[str, list[tuple[Prepared, fl
 
 
 def loss(preps: list[Prepared], eff) -> float:
-    """Mean over parts (that have rows) of the mean squared log ratio."""
-    per = [np.mean([math.log(r) ** 2 for _, _, r in rows])
+    """Mean over parts (that have rows) of the mean absolute log ratio: the targets are a
+    median and a share within 2x, so a few rows off by 10x must not pull every constant
+    (a squared loss would)."""
+    per = [np.mean([abs(math.log(r)) for _, _, r in rows])
            for rows in part_ratios(preps, eff).values() if rows]
     return float(np.mean(per)) if per else 0.0
 
 
-def fit(preps: list[Prepared], eff, log: Callable[[str], None] = print):
+def fit(preps: list[Prepared], eff):
     """The constants of ``eff`` that the rows depend on, fitted within FIT_BOUNDS
-    (Powell on their logarithms); returns (constants, loss, fitted names)."""
+    (Powell on their logarithms, restarted from its optimum while that still gains);
+    returns (constants, loss, fitted names)."""
     from scipy.optimize import minimize
 
     from cdfgnn.pricing.efficiency import FIT_BOUNDS
@@ -856,16 +859,28 @@ def fit(preps: list[Prepared], eff, log: Callable[[str], None] = print):
         return eff, base, names
     lo = np.log([max(FIT_BOUNDS[k][0], 1e-3) for k in names])
     hi = np.log([FIT_BOUNDS[k][1] for k in names])
-    x0 = np.clip(np.log([max(getattr(eff, k), 1e-3) for k in names]), lo, hi)
+    # start inside the box: Powell's line searches do not leave a bound they start on
+    x = np.clip(np.log([max(getattr(eff, k), 1e-3) for k in names]),
+                lo + 0.05 * (hi - lo), hi - 0.05 * (hi - lo))
 
     def trial(x):
         return eff.but(**{k: float(np.exp(v)) for k, v in zip(names, x)})
 
-    res = minimize(lambda x: loss(preps, trial(x)), x0, method="Powell",
-                   bounds=list(zip(lo, hi)), options={"xtol": 1e-3, "ftol": 1e-6,
-                                                      "maxfev": 4000})
-    best = trial(res.x)
-    return best, loss(preps, best), names
+    best = math.inf
+    for _ in range(RESTARTS):              # a fresh direction set each time, until stuck
+        res = minimize(lambda x: loss(preps, trial(x)), x, method="Powell",
+                       bounds=list(zip(lo, hi)), options={"xtol": 1e-3, "ftol": 1e-6,
+                                                          "maxfev": 4000})
+        x, gain = res.x, best - res.fun
+        best = res.fun
+        if gain < 1e-4:
+            break
+    fitted = trial(x)
+    return fitted, loss(preps, fitted), names
+
+
+#: Powell runs from the last optimum, while one still gains
+RESTARTS = 4
 
 
 def summary(rows: list[tuple]) -> tuple[int, float, float]:
@@ -971,7 +986,7 @@ def calibrate(args, ctx: Context) -> int:
     calib = [p for p in preps if halves[p.row.key] == "calibration"]
     start = efficiency.load_efficiency()
     t0 = time.process_time()
-    fitted, best, names = fit(calib, start, ctx.log)
+    fitted, best, names = fit(calib, start)
     print(f"rows: {len(preps)} priced ({len(calib)} calibration); fitted "
           f"{', '.join(names) or 'nothing'} in {time.process_time() - t0:.0f} s CPU, "
           f"calibration loss {best:.4f} (start {loss(calib, start):.4f})")
