@@ -33,8 +33,8 @@ a calibration and a validation half, stratified by source: the rows of each sour
 alternately to the two halves; the split never reads a number. Every constant of
 :mod:`cdfgnn.pricing.efficiency` that some calibration row depends on is fitted on the
 calibration halves of all parts together (each part weighs the same: the mean over parts
-of the mean absolute log ratio, robust to a few rows far off), within ``FIT_BOUNDS``. ``--write-efficiency`` stores them
-in the package; nothing else keeps a constant.
+of the mean absolute log ratio, robust to a few rows far off), within ``FIT_BOUNDS``.
+``--write-efficiency`` stores them in the package; nothing else keeps a constant.
 
 ``--frozen`` prices the ``--published`` file with the stored constants (no fit) and ends
 with ``held-out: N rows, median ratio R, within 2x: S%``. Its schema is read from its
