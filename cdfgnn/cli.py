@@ -318,7 +318,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     """Measure this machine's device profile (CaPGNN Table 1 micro-benchmarks)."""
     import yaml
 
-    from cdfgnn.comm.devices import load_device, measure
+    from cdfgnn.pricing.devices import load_device, measure
 
     spec = measure(size=args.size, repeats=args.repeats, density=args.density, name=args.name)
     text = yaml.safe_dump(spec, sort_keys=False)

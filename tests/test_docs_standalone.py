@@ -131,7 +131,7 @@ def test_efficiency_constants_quoted_in_docs_are_the_shipped_ones():
     the value of the shipped efficiency file, to the digits it prints."""
     from dataclasses import fields
 
-    from cdfgnn.cost.efficiency import Efficiency, load_efficiency
+    from cdfgnn.pricing.efficiency import Efficiency, load_efficiency
 
     shipped = load_efficiency()
     names = [f.name for f in fields(Efficiency) if isinstance(getattr(shipped, f.name), float)]

@@ -47,8 +47,8 @@ def networks() -> list[str]:
 def devices() -> list[str]:
     """Device profiles (``--devices``): the GPU profiles, CaPGNN Table 1's measured cards,
     CaPGNN Table 4's groups, or a YAML file (``cdfgnn profile`` writes one)."""
-    from cdfgnn.comm.devices import DEVICE_PROFILES, GROUPS
-    from cdfgnn.cost.hardware import registered
+    from cdfgnn.pricing.devices import DEVICE_PROFILES, GROUPS
+    from cdfgnn.pricing.hardware import registered
 
     names = list(registered())
     names += [n for n in DEVICE_PROFILES.names() if n not in names]

@@ -124,7 +124,7 @@ def compare(graph_path: str, *, workers: int, hosts: int, network: str,
     from cdfgnn.partition.base import Topology
 
     get_profile(network)  # an unknown profile fails before any work
-    from cdfgnn.cost.hardware import parse_gpus
+    from cdfgnn.pricing.hardware import parse_gpus
     parse_gpus(devices, workers)  # so does an unknown device or a wrong count
     topology = Topology.for_workers(workers, hosts)
     train = {**(train or {}), **({"devices": devices} if devices else {})}
@@ -358,8 +358,8 @@ def sweep(records: dict[str, dict | str], network: str, timing_only: bool = Fals
     from dataclasses import replace
 
     from cdfgnn.comm.network import get_profile
-    from cdfgnn.cost.hardware import registered
-    from cdfgnn.train.device_time import reprice
+    from cdfgnn.pricing.hardware import registered
+    from cdfgnn.pricing.record import reprice
 
     ok = {k: r for k, r in records.items()
           if isinstance(r, dict) and r.get("model_time", {}).get("device")}

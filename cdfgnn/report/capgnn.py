@@ -86,7 +86,7 @@ def run_metrics(run: RunRow) -> dict[str, Any]:
 def table4_group(names: list[str]) -> str:
     """The CaPGNN Table 4 group (``x2`` .. ``x8``) whose devices these are, rank by rank;
     ``""`` for any other set."""
-    from cdfgnn.comm.devices import GROUPS
+    from cdfgnn.pricing.devices import GROUPS
 
     return next((g for g, members in GROUPS.items() if list(members) == list(names)), "")
 

@@ -7,7 +7,7 @@ of 200 epochs in seconds and the validation accuracy (F1 for Yelp and AmazonProd
 for one dataset (Cl CoraFull, Fr Flickr, Cs CoauthorPhysics, Rt Reddit, Yp Yelp, As
 AmazonProducts, Os ogbn-products), model (GCN, GraphSAGE), baseline (DistGCN, CachedGCN,
 Vanilla, AdaQP; GraphSAGE has no DistGCN or CachedGCN rows) and GPU group x2..x8 (Table 4,
-:data:`cdfgnn.comm.devices.GROUPS`). "Timeout" (AdaQP's bit-width solver) and "OOM" cells
+:data:`cdfgnn.pricing.devices.GROUPS`). "Timeout" (AdaQP's bit-width solver) and "OOM" cells
 have no number. A speed-up is baseline Epoch / CaPGNN Epoch of the same cell position; a
 communication cut is ``100 (1 - CaPGNN Comm / baseline Comm)``.
 """

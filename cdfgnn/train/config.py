@@ -211,7 +211,7 @@ class TrainConfig:
             raise CdfgnnError(f"unknown --launcher {self.launcher!r}; valid: auto, builtin, "
                               "torchrun")
         if self.devices:
-            from cdfgnn.comm.devices import parse_devices
+            from cdfgnn.pricing.devices import parse_devices
             parse_devices(self.devices, None)   # names here; the count when the run starts
             if not self.count_ops:
                 self._check_uncounted_devices()
@@ -226,7 +226,7 @@ class TrainConfig:
     def _check_uncounted_devices(self) -> None:
         """Without the ledger, ``--devices`` only scales the CPU-measured model, and only
         by CaPGNN Table 1 measurements: any other profile would be silently ignored."""
-        from cdfgnn.comm.devices import measured_only, parse_devices
+        from cdfgnn.pricing.devices import measured_only, parse_devices
         if not measured_only(parse_devices(self.devices, self.workers)):
             raise CdfgnnError(f"--devices {self.devices} names GPU profiles priced on the "
                               "operation ledger, which --count-ops false turns off; give "

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Partitioning, Topology
@@ -163,7 +162,7 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
     method = build_strategy(cfg.method, cfg.method_params)  # bad parameters: fail here
-    from cdfgnn.comm.devices import describe, factors, measured_only, parse_devices
+    from cdfgnn.pricing.devices import describe, factors, measured_only, parse_devices
     devices = parse_devices(cfg.devices, cfg.workers)
     # the CPU-measured model scales by CaPGNN Table 1 measurements only: a group with a
     # card CaPGNN did not measure keeps every rank's CPU time as measured (its
@@ -221,20 +220,20 @@ from cdfgnn.comm.tags import VERTEX_TAGS  # noqa: E402
 
 def add_device_model(body: dict[str, Any], cfg: TrainConfig, topology: Topology,
                      results: list[dict], collect=None) -> None:
-    """Beside the CPU-measured model: the ledgers priced on ``--devices`` (default
-    profile without it) + the network model (:mod:`cdfgnn.train.device_time`).
+    """Beside the CPU-measured model: the ledgers priced once on ``--devices`` (default
+    profile without it) and the network (:func:`cdfgnn.pricing.record.device_section`).
     ``collect(epochs)``: the counts of those epochs (default: the full-batch track's,
     ``collect_inputs``; the sampled track passes its own)."""
-    from cdfgnn.train.device_time import collect_inputs, device_section, price_counts
+    from cdfgnn.pricing.epoch import collect_inputs
+    from cdfgnn.pricing.record import device_section
     collect = collect or (lambda epochs: collect_inputs(results, epochs))
     n = len(results[0]["times"])
     timed = list(range(n)[timed_slice(cfg.epochs, cfg.warmup)])
     network = cfg.network if cfg.trainer == "distributed" else "cdfgnn-table2"
-    dev = device_section(collect(timed), cfg.devices, topology.num_parts, network, topology)
-    every = price_counts(collect(range(n)), [get_gpu(g) for g in dev["profiles"]], network,
-                         topology)
-    for row, s in zip(body["epochs"], every["epochs_s"]):
+    dev = device_section(collect(range(n)), cfg.devices, network, topology, timed)
+    for row, s in zip(body["epochs"], dev["epochs_s"]):
         row["device_s"] = s
+    dev["epochs_s"] = [dev["epochs_s"][i] for i in timed]
     body["model_time"]["device"] = dev
     record_device_summary(body, dev)
 
