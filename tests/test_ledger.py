@@ -337,7 +337,7 @@ def test_compare_ranks_for_the_named_cluster(tmp_path, capsys):
                  "--devices", "a100-80", "--network", "cdfgnn-table2", "--epochs", "2",
                  "--hidden", "8", "--methods", "pipegcn", "--out-dir", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "Ranked for devices a100-80, network cdfgnn-table2." in text
+    assert "Ranked on the device model: devices a100-80, network cdfgnn-table2." in text
     assert "| rank | method |" in text and "device_epoch_s" in text
     assert "winner by inter-host Gbit/s:" in text and "winner by device:" in text
     import pandas as pd
