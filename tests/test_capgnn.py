@@ -7,7 +7,7 @@ import torch
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import build_strategy
-from cdfgnn.methods.jaca import Pool
+from cdfgnn.methods.jaca_pool import Pool
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training
 

@@ -45,7 +45,7 @@ import torch
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.exits import undo_on_abrupt_exit
-from cdfgnn.methods.jaca import Pool, apply_staged
+from cdfgnn.methods.jaca_pool import Pool, apply_staged
 
 _ALIGN = 64
 
