@@ -54,6 +54,18 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def reset_peak_rss() -> None:
+    """Start :func:`peak_rss_mb` afresh from the current resident memory (Linux: VmHWM
+    reset through /proc/self/clear_refs), so that a run made after another in the same
+    process (`cdfgnn train ... --then train ...`) records its own peak. Where that is not
+    possible the peak stays the process's."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def reset_device_peak(device) -> None:
     """Start the device's peak-memory counter afresh (cuda; nothing on the CPU)."""
     import torch
