@@ -8,9 +8,15 @@ would have undone then stays behind: a shared-memory file not yet unlinked, a ch
 process, a temporary folder. :func:`undo_on_abrupt_exit` registers such an undo for the
 duration of a block; :func:`end_abruptly` runs the registered undos (the latest first,
 as ``finally`` clauses unwind) and ends the process.
+
+:func:`end_finished` ends a process whose work is done without tearing the interpreter
+down: after torch is imported, that teardown (freeing every module's objects one by one)
+costs 0.3-0.4 CPU-s, a quarter of a short `cdfgnn` job's CPU time (measured on the 2-core
+test box: `python -c "import torch"` 1.45 CPU-s, 1.05 with the teardown skipped).
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import signal
@@ -68,3 +74,20 @@ def end_on_sigterm() -> None:
     ranks after another rank failed; that rank's line says why)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda signum, frame: end_abruptly(128 + signum))
+
+
+def end_finished(code: int) -> None:
+    """End a process whose work is done with exit code ``code``, as a normal exit would
+    (non-daemon threads joined, ``atexit`` handlers run, stdout and stderr flushed) but
+    without the interpreter's teardown (see the module doc)."""
+    main = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more to write
+            pass
+    os._exit(code)

@@ -47,6 +47,24 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+def planned_jobs(output: str) -> list[tuple[str, list[str]]]:
+    """(rule, output files) of every job a snakemake dry run (``-n``) lists; target rules
+    (``all``, a group) have no output files."""
+    jobs: list[tuple[str, list[str]]] = []
+    for line in output.splitlines():
+        m = re.match(r"^(?:local)?rule (\S+):$", line)
+        if m:
+            jobs.append((m.group(1), []))
+        elif jobs and line.startswith("    output: "):
+            jobs[-1][1].extend(line[len("    output: "):].split(", "))
+    return jobs
+
+
+def planned_files(output: str) -> set[str]:
+    """Every file a snakemake dry run plans to make."""
+    return {f for _, files in planned_jobs(output) for f in files}
+
+
 def interrupt_after(args: list[str], work: Path, pattern: str, count: int,
                     timeout: float = 300) -> dict[Path, float]:
     """Start snakemake, send Ctrl-C (SIGINT to its process group) once ``count`` files

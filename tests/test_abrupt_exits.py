@@ -64,6 +64,23 @@ def test_undos_run_latest_first_and_only_inside_their_block(tmp_path):
     assert (tmp_path / "log").read_text() == "inner\n"  # "outer" was not flushed: os._exit
 
 
+def test_a_finished_process_ends_as_a_normal_exit_would(tmp_path):
+    """end_finished skips only the interpreter's teardown: a non-daemon thread is joined,
+    atexit handlers run, buffered output is written, the exit code is kept."""
+    path = _script(tmp_path, """
+        import atexit, sys, threading, time
+        from cdfgnn.exits import end_finished
+        atexit.register(lambda: print("atexit", end=""))
+        threading.Thread(target=lambda: (time.sleep(0.3), print("thread ", end=""))).start()
+        print("main ", end="")
+        sys.stderr.write("err")
+        end_finished(5)
+        """)
+    proc = _start(path)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (5, "main thread atexit", "err")
+
+
 def test_sigterm_undoes_and_ends_with_143(tmp_path):
     path = _script(tmp_path, """
         import pathlib, sys, time

@@ -196,6 +196,51 @@ def test_train_bad_input(files, runs, tmp_path, capsys):
     assert not out.exists()
 
 
+# ------------------------------------------------------------ chained commands
+def _learning(path: Path) -> tuple:
+    """What a run computes (losses, metrics, traffic), not what it measured (times)."""
+    rec = json.loads(path.read_text())
+    return ([(e["loss"], e["train"], e["val"], e["test"]) for e in rec["epochs"]],
+            rec["comm"]["by_tag"], rec["comm"]["exact_rows"])
+
+
+def test_chained_runs_equal_runs_made_alone(files, runs, tmp_path, capsys):
+    """`train ... --then train ...` (the pipeline's batched jobs) runs each command as if
+    alone: what a run learns and sends does not depend on what ran before it in the
+    process (dropout and BNS-GCN's sampling draw random numbers)."""
+    common = ["train", "--graph", files / "g.npz", "--partition", runs / "metis.npz",
+              "--epochs", 3, "--warmup", 1, "--hidden", 8, "--dropout", 0.3, "--seed", 1]
+    chained = [*common, "--method", "exact", "--out", tmp_path / "a.json", "--then",
+               *common, "--method", "bns-gcn", "--out", tmp_path / "b.json"]
+    code, out, err = cli(capsys, *chained)
+    assert code == 0, err
+    assert len(out.strip().splitlines()) == 2          # one summary line per run
+    code, _, err = cli(capsys, *common, "--method", "bns-gcn", "--out", tmp_path / "alone.json")
+    assert code == 0, err
+    assert _learning(tmp_path / "b.json") == _learning(tmp_path / "alone.json")
+    assert json.loads((tmp_path / "a.json").read_text())["config"]["method"] == "exact"
+
+
+def test_chained_commands_are_all_checked_before_the_first_runs(files, tmp_path, capsys):
+    """A bad flag in a later command writes nothing (argparse ends the process with 2);
+    bad input found while a command runs ends the chain there, with its one line."""
+    part = ["partition", "--graph", files / "g.npz", "--partitioner", "random", "--workers", 2]
+    with pytest.raises(SystemExit) as stop:
+        cli(capsys, *part, "--out", tmp_path / "a.npz", "--then", *part,
+            "--out", tmp_path / "b.npz", "--bogus-flag")
+    assert stop.value.code == 2 and not (tmp_path / "a.npz").exists()
+    assert "unrecognized arguments: --bogus-flag" in capsys.readouterr().err
+    err = bad(capsys, *part, "--out", tmp_path / "a.npz", "--then", "partition", "--graph",
+              tmp_path / "missing.npz", "--partitioner", "random", "--workers", 2, "--out",
+              tmp_path / "b.npz", "--then", *part, "--out", tmp_path / "c.npz")
+    assert "missing.npz" in err
+    assert (tmp_path / "a.npz").is_file()               # made before the failing command
+    assert not (tmp_path / "b.npz").exists() and not (tmp_path / "c.npz").exists()
+    with pytest.raises(SystemExit):                     # an empty command is no command
+        cli(capsys, *part, "--out", tmp_path / "d.npz", "--then")
+    assert not (tmp_path / "d.npz").exists()
+
+
 def test_no_traceback_from_console_script(tmp_path):
     """The installed entry point (as the pipeline calls it) reports bad input in one line."""
     proc = subprocess.run([sys.executable, "-m", "cdfgnn.cli", "train", "--dataset", "synth-arxiv",

@@ -13,7 +13,7 @@ PACKAGE = Path(cdfgnn.__file__).parent
 #: bottom to top; a module may import its own layer and the layers below it
 LAYERS = ["data", "partition", "cost", "comm", "pricing", "sampling", "models", "methods", "train",
           "report", "experiments", "cli"]
-#: the console script ``cdfgnn`` (pyproject.toml: cdfgnn.cli:main)
+#: the console script ``cdfgnn`` (pyproject.toml: cdfgnn.cli:run)
 ENTRY_POINT = "cdfgnn.cli"
 
 
