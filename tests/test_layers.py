@@ -124,3 +124,82 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
     found = [t for _, t in imported(pkg / "methods" / "m.py")]
     assert found == ["cdfgnn.train", "cdfgnn.cli", "cdfgnn.experiments"]
     assert len(upward_imports({"methods": {"data"}})) == 3
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (any import, also inside a function;
+    ``from cdfgnn.x import name`` resolves to ``cdfgnn.x.name`` when that is a module)."""
+    names = {module_name(p): p for p in modules()}
+
+    def resolve(target: str, src: str) -> str | None:
+        while target and target not in names:
+            target = target.rpartition(".")[0]
+        # a package's own __init__ and its ancestors are not edges (importing a submodule
+        # runs them; that is not a cycle between modules)
+        if not target or target == src or src.startswith(target + "."):
+            return None
+        return target
+
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cdfgnn"):
+                edges |= {resolve(f"{node.module}.{a.name}", name) for a in node.names}
+        edges |= {resolve(t, name) for _, t in imported(path)}
+        graph[name] = {e for e in edges if e is not None}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycle_between_modules():
+    """No two modules import each other, directly or around a loop, even lazily: a lazy
+    import that closes a loop hides a dependency that goes both ways."""
+    assert cycles(module_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_lazy_loop():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

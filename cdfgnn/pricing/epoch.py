@@ -1,7 +1,7 @@
 """The full-batch epoch rule: per-rank counts of an epoch priced on a :class:`Cluster`.
 
 Per rank r and epoch e (the overlap rule, as the CPU-measured model's
-``cdfgnn.train.run.assemble_ranks``):
+``cdfgnn.train.assemble.assemble_ranks``):
 
 * ``compute`` = the priced ledger of every phase but codec and cache;
 * ``vertex`` = the cluster's seconds for the vertex rows r sent

@@ -71,7 +71,7 @@ from cdfgnn.train.backward import backward
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
-from cdfgnn.train.run import add_device_model, assemble_ranks
+from cdfgnn.train.assemble import add_device_model, assemble_ranks
 from cdfgnn.train.worker import (full_graph_counter, load_inputs, model_for, rank_device,
                                  stage_files)
 

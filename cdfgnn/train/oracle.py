@@ -21,16 +21,9 @@ from cdfgnn.train.loop import (EpochTimes, LocalData, LoopResult, TrainPart, eva
                                loss_sum, run_epochs)
 from cdfgnn.train.backward import backward
 from cdfgnn.train.optim import Adam
+from cdfgnn.train.parts import full_graph_data
 from cdfgnn.train.record import device_peak_mb, reset_device_peak
 from cdfgnn.train.worker import model_for
-
-
-def full_graph_data(graph: Graph, device: torch.device | None = None,
-                    dtype: torch.dtype | None = None) -> LocalData:
-    return LocalData(torch.from_numpy(graph.x), torch.from_numpy(graph.y),
-                     torch.from_numpy(graph.train), torch.from_numpy(graph.val),
-                     torch.from_numpy(graph.test), int(graph.train.sum()),
-                     graph.multilabel).to(device, dtype)
 
 
 def one_thread(fn):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from cdfgnn.comm.codecs import send_rows
-from cdfgnn.train.loop import EVAL_TAG, TrainPart, metric_counts
+from cdfgnn.train.parts import EVAL_TAG, TrainPart, metric_counts
 
 
 def _weighted_rows(model, part: TrainPart) -> torch.Tensor:

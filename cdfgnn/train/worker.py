@@ -22,7 +22,8 @@ from cdfgnn.models.propagate import FullGraphPropagator
 from cdfgnn.partition.base import Partitioning
 from cdfgnn.partition.book import PartitionBook, build_books
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.loop import LocalData, TrainPart, metric_counts, run_epochs
+from cdfgnn.train.loop import run_epochs
+from cdfgnn.train.parts import LocalData, TrainPart, full_graph_data, metric_counts
 from cdfgnn.train.propagators import make_propagator
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak
 
@@ -127,7 +128,6 @@ def build_part(comm, cfg: TrainConfig, graph: Graph, book: PartitionBook,
 def full_graph_counter(graph: Graph, device: torch.device | None = None,
                        dtype: torch.dtype | None = None):
     """Metric counts of one-process full-graph inference (evaluation of many-part runs)."""
-    from cdfgnn.train.oracle import full_graph_data
 
     prop = FullGraphPropagator(graph.indptr, graph.indices, device=device, dtype=dtype)
     data = full_graph_data(graph, device, dtype)
