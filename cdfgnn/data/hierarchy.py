@@ -73,6 +73,8 @@ EXTRA_LEVELS = 2
 MUTATION_BLOCKS_PER_CLASS = 8
 #: at most this many majority-vote rounds raise the regions' homophily toward the target
 VOTE_ROUNDS = 2
+#: class regions hold at least this many vertices on average
+MIN_REGION = 16
 #: edges sampled to evaluate the planted homophily during the bisection
 HOMOPHILY_SAMPLE = 200_000
 _TOPUP_ROUNDS = 6
@@ -303,48 +305,67 @@ def plant_classes(h: Hierarchy, probs: np.ndarray, src: np.ndarray, dst: np.ndar
     realised share of edges whose ends share a class."""
     n, K = h.n, h.levels
     c = probs.shape[0]
-    order = rng.permutation(c)
-    bounds = np.round(np.cumsum(probs[order]) * n).astype(np.int64)
-    base = order[np.minimum(np.searchsorted(bounds, h.pos, side="right"), c - 1)]
     k_top = max(0, K - int(np.ceil(np.log2(MUTATION_BLOCKS_PER_CLASS * c))))
     unif = [rng.random(1 << (K - k)) for k in range(k_top + 1)]
     fresh = [rng.choice(c, size=1 << (K - k), p=probs) for k in range(k_top + 1)]
+    chunk_rng = rng.spawn(1)[0]
+    base = class_regions(h, probs, 1, chunk_rng)
 
-    def classes(eps: float, who: np.ndarray) -> np.ndarray:
+    def classes(eps: float, who: np.ndarray, regions: np.ndarray) -> np.ndarray:
         patch = np.full(who.shape[0], -1, dtype=np.int64)
         for k in range(k_top, -1, -1):   # deeper patches override
             node = h.code[who] >> k
             patch = np.where(unif[k][node] < eps, fresh[k][node], patch)
-        return np.where(patch >= 0, patch, base[who])
+        return np.where(patch >= 0, patch, regions[who])
 
     m = src.shape[0]
     if m == 0:
-        return classes(0.0, np.arange(n)), 0.0, float("nan")
+        return classes(0.0, np.arange(n), base), 0.0, float("nan")
     pick = np.sort(rng.choice(m, size=HOMOPHILY_SAMPLE, replace=False)) if m > HOMOPHILY_SAMPLE \
         else np.arange(m)
     ends, inv = np.unique(np.concatenate([src[pick], dst[pick]]), return_inverse=True)
     a, b = inv[:pick.shape[0]], inv[pick.shape[0]:]
 
-    def share(eps: float) -> float:
-        cl = classes(eps, ends)
+    def share(eps: float, regions: np.ndarray) -> float:
+        cl = classes(eps, ends, regions)
         return float(np.mean(cl[a] == cl[b]))
 
-    for _ in range(VOTE_ROUNDS):
-        if share(0.0) >= homophily:
+    # the finest regions that still reach the target (classes as mixed as it allows)
+    chunks = max(1, n // (MIN_REGION * c))
+    while chunks > 1:
+        regions = class_regions(h, probs, chunks, chunk_rng)
+        if share(0.0, regions) >= homophily:
+            base = regions
+            break
+        chunks //= 2
+    for _ in range(VOTE_ROUNDS if chunks == 1 else 0):
+        if share(0.0, base) >= homophily:
             break
         base = majority_vote(base, src, dst, c)
     lo, hi = 0.0, 1.0
-    if share(0.0) <= homophily:
+    if share(0.0, base) <= homophily:
         hi = 0.0
     else:
         for _ in range(_BISECT_STEPS):
             mid = 0.5 * (lo + hi)
-            if share(mid) > homophily:
+            if share(mid, base) > homophily:
                 lo = mid
             else:
                 hi = mid
     eps = hi
-    return classes(eps, np.arange(n)), eps, share(eps)
+    return classes(eps, np.arange(n), base), eps, share(eps, base)
+
+
+def class_regions(h: Hierarchy, probs: np.ndarray, chunks: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Class of every vertex by its position: ``chunks`` contiguous ranges per class, each
+    of ``probs[c] / chunks`` of the positions, in a seeded order."""
+    c = probs.shape[0]
+    label = np.repeat(np.arange(c), chunks)
+    order = rng.permutation(label.shape[0])
+    sizes = np.repeat(probs / chunks, chunks)[order]
+    bounds = np.round(np.cumsum(sizes) * h.n).astype(np.int64)
+    return label[order][np.minimum(np.searchsorted(bounds, h.pos, side="right"), order.shape[0] - 1)]
 
 
 def majority_vote(cls: np.ndarray, src: np.ndarray, dst: np.ndarray, c: int) -> np.ndarray:

@@ -136,7 +136,7 @@ TWINS: dict[str, TwinSpec] = {s.name: s for s in [
              homophily=0.7, feature_snr=2.0, multilabel=True, num_blocks=30,
              labels_per_block=5, p_hi=0.8, p_lo=0.01, label_snr=4.0, real_num_nodes=1_569_960),
     TwinSpec("synth-flickr", "flickr", 500, 7, 10.08, 2.5, (0.50, 0.25, 0.25),
-             homophily=0.35, feature_snr=2.5, class_skew=0.9, label_noise=0.35,
+             homophily=0.35, feature_snr=3.5, class_skew=0.9, label_noise=0.35,
              real_num_nodes=89_250),
     # Friendster's labels and features are random (timing only); its edges are local
     TwinSpec("synth-friendster", "friendster", 64, 32, 55.06, 2.5, (0.65, 0.10, 0.25),

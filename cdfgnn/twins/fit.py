@@ -112,10 +112,14 @@ def generated_values(spec: TwinSpec, n: int, points: Sequence[Point], *, seed: i
 
 def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int = 0,
                  free: Sequence[str] = LOCALITY_PARAMS, rounds: int = 6, tol: float = 0.03,
-                 draws: int = SURROGATE_DRAWS,
+                 draws: int = SURROGATE_DRAWS, direct_evals: int = 0,
                  measure: Callable[[TwinSpec], np.ndarray] | None = None,
                  log: Callable[[str], None] | None = None) -> FitResult:
     """Fit ``free`` locality parameters of ``spec`` to ``points`` (module docstring).
+
+    ``direct_evals`` > 0 (small graphs, where a METIS check costs well under a second):
+    after the checks, Nelder-Mead runs on the METIS objective itself from the best
+    parameters for at most that many evaluations.
 
     ``rounds`` checks at most; stage 1 stays inside a trust region around the best
     checked parameters (``TRUST_START`` in the encoded space: log reach, log decay,
@@ -176,6 +180,21 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
             best, radius = got, min(radius * 1.5, TRUST_START)
         else:
             radius *= 0.4
+    if direct_evals > 0 and free and not _within(best["metis"], points, tol):
+        memo: dict[tuple, dict] = {}
+
+        def direct(x: np.ndarray) -> float:
+            key = tuple(np.round(x, 6))
+            if key not in memo:
+                memo[key] = check(np.asarray(x, dtype=np.float64), len(checks))
+                checks.append(memo[key])
+            return memo[key]["objective"]
+
+        step = min(radius, 0.5)
+        minimize(direct, best["x"], method="Nelder-Mead", bounds=list(zip(lo_b, hi_b)),
+                 options={"xatol": 1e-2, "fatol": 1e-4, "maxfev": direct_evals,
+                          "initial_simplex": _simplex(best["x"], 2 * step, lo_b, hi_b)})
+        best = min(checks, key=lambda c: c["objective"])
     return FitResult(best["params"], [p.value for p in points], best["metis"].tolist(),
                      checks=[{k: (v.tolist() if isinstance(v, np.ndarray) else v)
                               for k, v in c.items() if k != "x"} for c in checks],

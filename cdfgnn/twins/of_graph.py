@@ -36,6 +36,13 @@ FIT_PARTS = (2, 4, 8)
 FIT_NODES = 100_000
 #: surrogate draws per fit step (fewer than the registered twins' fit: a 2-minute budget)
 FIT_DRAWS = 250_000
+#: weight of the edge-cut points (the halo copies are what the twin must match; the cut
+#: pins hub_reach)
+CUT_WEIGHT = 0.25
+#: below this many arcs at the fit's size a METIS check costs well under a second: the
+#: fit ends with DIRECT_EVALS steps on METIS itself
+DIRECT_ARCS = 400_000
+DIRECT_EVALS = 60
 #: smallest graph a twin is fitted to (METIS at P = 8 needs parts of a few hundred)
 MIN_SOURCE_NODES = 1_000
 #: planted labels of a graph without real ones
@@ -111,7 +118,7 @@ def fit_points(measured: dict[str, Any]) -> list[Point]:
     pts = []
     for p, c in measured["metis"].items():
         pts.append(Point("halo", int(p), max(c["halo_copies_per_vertex"], 1e-6)))
-        pts.append(Point("cut", int(p), max(c["edge_cut_share"], 1e-6)))
+        pts.append(Point("cut", int(p), max(c["edge_cut_share"], 1e-6), weight=CUT_WEIGHT))
     return pts
 
 
@@ -131,7 +138,9 @@ def twin_of(graph: Graph, scale: str | int, *, seed: int = 0, name: str | None =
     spec = spec_of(measured, name or f"twin-of-{graph.name}")
     n_fit = min(graph.num_nodes, FIT_NODES)
     points = fit_points(measured)
-    result = fit_locality(spec, points, n=n_fit, seed=seed, draws=FIT_DRAWS, log=log)
+    small = graph.num_arcs * n_fit / graph.num_nodes <= DIRECT_ARCS
+    result = fit_locality(spec, points, n=n_fit, seed=seed, draws=FIT_DRAWS, rounds=4,
+                          direct_evals=DIRECT_EVALS if small else 0, log=log)
     spec = TwinSpec(**{**asdict(spec), **result.params,
                        "fitted": f"cdfgnn prepare --twin-of: METIS halo and cut of "
                                  f"{graph.name} at P = 2, 4, 8, fitted at {n_fit} vertices"})
