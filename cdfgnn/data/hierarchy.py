@@ -1,58 +1,60 @@
 """Hierarchical locality of the synthetic twins: nested blocks and a Rent-like leak.
 
-The vertices are laid out along a binary hierarchy: a seeded permutation gives every
-vertex a position ``pos`` in ``[0, n)`` and a leaf code ``code = pos * 2^K // n`` with
-``K = ceil(log2 n)``. The *level-k block* of a vertex is ``code >> k``: level 0 is the
-vertex itself, level K the whole graph, and a level-k block holds the contiguous
-positions ``[ceil(b 2^k n / 2^K), ceil((b + 1) 2^k n / 2^K))``, about
-``s_k = n 2^(k - K)`` vertices. Two vertices *part* at the lowest level whose block
-holds both.
+**The hierarchy.** A binary tree of K = ceil(log2 n) + EXTRA_LEVELS levels whose nodes
+split their share of the graph u : 1 - u with ``u ~ U(1/2 - SPLIT_SPREAD, 1/2 +
+SPLIT_SPREAD)`` (a binomial cascade, so blocks of one level differ in size as real
+communities do, and P parts fit it as well for P = 3 as for P = 4). The vertices sit at
+the cascade's quantiles in a seeded order: vertex v has a position ``pos`` in [0, n) and
+a leaf ``code`` in [0, 2^K), non-decreasing in the position. The *level-k block* of v is
+``code >> k``, a contiguous range of positions (level 0: v's leaf, about one vertex;
+level K: the whole graph); two vertices *part* at the lowest level whose block holds
+both.
 
 **Edges (three locality parameters).** Vertex i with degree propensity ``theta_i`` has a
-*reach* ``r_i = max(sigma * n * (theta_i / d)^alpha, KAPPA * theta_i, 2)`` (``d`` the
-mean of theta): ``sigma`` (``reach``) is the reach of an average-degree vertex as a share
-of the graph, ``alpha`` (``hub_reach``) lets hubs reach further, and the floor
-``KAPPA * theta_i`` (KAPPA = 1) keeps a vertex's nearest block at least as large as its
-expected degree, so that no block has to be a clique (a fixed constant of the model,
-the same for every twin, not a knob). Each edge stub of i
-draws a span ``S = r_i U^(-1/beta)`` (Pareto with scale ``r_i``, exponent ``beta`` =
-``decay``) and goes to the smallest block of i with ``s_k >= S``, i.e. level k with
-probability
+*reach* ``r_i = max(sigma n (theta_i / d)^alpha, KAPPA theta_i, 2)`` (``d`` the mean of
+theta): ``sigma`` (``reach``) is the reach of an average-degree vertex as a share of the
+graph, ``alpha`` (``hub_reach``) lets hubs reach further (alpha = 1: reach ∝ degree), and
+the floor ``KAPPA theta_i`` (KAPPA = 1) keeps a vertex's nearest block at least as large
+as its expected degree, so that no block has to be a clique (a constant of the model,
+the same for every twin, not a knob). Each edge stub of i draws a span
+``S = r_i U^(-1/beta)`` (Pareto with scale ``r_i``, exponent ``beta`` = ``decay``) and
+goes to the smallest block of i holding at least S vertices: level k with probability
 
-    q_ik = F_i(k) - F_i(k - 1),   F_i(k) = 1 - (s_k / r_i)^(-beta) for s_k > r_i (0 below,
-                                   1 at the root),
+    q_ik = F_i(k) - F_i(k - 1),   F_i(k) = 1 - (s_ik / r_i)^(-beta) for s_ik > r_i
+                                   (0 below, 1 at the root),
 
-so the share of i's edges that leave a block of ``s >= r_i`` vertices decays as
-``(s / r_i)^(-beta)``: Rent's rule with exponent ``1 - beta`` (the boundary of a block of
-s vertices grows as ``s^(1 - beta)``), nested to any depth. Inside the chosen level-k
-block the destination j is drawn ∝ ``w_jk = theta_j q_jk`` (one ``searchsorted`` into
-per-level cumulative weights over positions). Block b then emits as many level-k stubs
+``s_ik`` the size of i's level-k block. The share of i's edges that leave a block of
+``s >= r_i`` vertices is ``(s / r_i)^(-beta)``: Rent's rule with exponent ``1 - beta``
+(a block's boundary grows as ``s^(1 - beta)``), nested to any depth. Inside the chosen
+block the other end j is drawn ∝ ``w_jk = theta_j q_jk`` (one ``searchsorted`` into
+per-level cumulative weights over the positions). A block emits as many level-k stubs
 as it has level-k weight and every member receives ∝ its own level-k weight, so the
-expected degree of j is ``2 sum_k w_jk = 2 theta_j``, exactly the Chung-Lu degree.
-Self-loops and duplicate pairs are dropped and the deficit is re-drawn (a few rounds).
+expected degree of j is ``2 sum_k w_jk = 2 theta_j``: the Chung-Lu degree. Self-loops
+and duplicate pairs are dropped and the deficit is re-drawn (a few rounds).
 
 **Size rule.** ``sigma`` is a share of n, so the reach in vertices scales with the
 graph: a block holding a share x of the graph leaks ``(x / (sigma (theta/d)^alpha))^-beta``
-of its edges at every size, and METIS halo copies per vertex at a given P are
-size-independent for as long as the floor ``KAPPA * theta`` does not bind
-(``sigma * n * (theta/d)^alpha >= KAPPA * theta``; for alpha = 1 that is
-``sigma * n >= KAPPA * d``). A real graph under Rent's rule has fewer halo copies per
-vertex the larger it is (``(N/P)^(-beta)``); a twin of n < N vertices with the real
-graph's parameters at size N therefore has the real graph's halo at the same P: its
-locality is stronger in absolute terms (reach ``sigma n`` instead of ``sigma N``).
+of its edges at every n, and the METIS halo copies per vertex at a given P do not depend
+on n while the floor ``KAPPA theta`` does not bind (``sigma n (theta/d)^alpha >= theta``;
+for alpha = 1, ``sigma n >= d``). A real graph under Rent's rule has fewer halo copies
+per vertex the larger it is (``(N / P)^(-beta)``): a twin of n < N vertices with the
+parameters fitted to the real graph's halo copies has them at the same P, its locality
+stronger in absolute terms (a reach of ``sigma n`` vertices instead of ``sigma N``).
 
 **Classes planted on the hierarchy (no locality knob).** Latent classes never move an
 edge: they are planted after the edges. The positions are cut into contiguous *class
-regions* sized ∝ the class probabilities (classes in a seeded order); then every block
-While the share of edges whose ends share a region's class is below the target
-homophily, up to :data:`VOTE_ROUNDS` rounds of a majority vote move every vertex to the
-class most of its neighbours have (ties keep its own), which lets class borders follow
-the drawn edges. Then every block of level ``k <= k_top`` (blocks small enough that
-there are at least :data:`MUTATION_BLOCKS_PER_CLASS` of them per class, so that class
-shares stay near their probabilities) becomes a *patch* of a fresh class drawn from the
+regions*, ``chunks`` per class, each holding ``probs[c] / chunks`` of the positions, in a
+seeded order; ``chunks`` is the largest power of two (regions of at least
+:data:`MIN_REGION` vertices) whose regions still reach the target homophily, so classes
+are as finely mixed as the homophily allows. With one region per class and the target
+still out of reach, up to :data:`VOTE_ROUNDS` rounds of a majority vote move every vertex
+to the class most of its neighbours have (ties keep its own), so class borders follow
+the drawn edges. Then every block of level ``k <= k_top`` (blocks small enough that there
+are at least :data:`MUTATION_BLOCKS_PER_CLASS` of them per class, so that class shares
+stay near the probabilities) becomes a *patch* of a fresh class drawn from the
 probabilities with probability ``eps`` (the deepest patch wins). ``eps`` is found by
 bisection on the drawn edges (common random numbers) so that the share of edges whose
-ends share a latent class equals the target homophily, or as near as the planting
+ends share a latent class equals the target homophily, or comes as near as the planting
 allows (``eps = 0``; the realised share is recorded in the graph's meta).
 """
 from __future__ import annotations

@@ -13,11 +13,12 @@ Generative model (all steps vectorised numpy, one ``SeedSequence`` per twin and 
 2. **Edges: hierarchical locality** (:mod:`cdfgnn.data.hierarchy`). The vertices sit on a
    binary hierarchy of nested blocks; a vertex's edges reach beyond a block of s vertices
    with probability ``(s / r_i)^-decay`` (Rent's rule, any depth), ``r_i = reach * N *
-   (theta_i / d)^hub_reach`` (at least twice theta_i). Inside the chosen block the other
-   end is drawn ∝ its own weight at that level, so expected degrees stay ∝ theta. These
-   three parameters (``reach``, ``decay``, ``hub_reach``) are the only ones that move an
-   edge; they are fitted to published METIS partition statistics of the real graph
-   (``python benchmarks/fit_twins.py``; ``TwinSpec.fitted`` says on what).
+   (theta_i / d)^hub_reach`` (at least theta_i). Inside the chosen block the other end is
+   drawn ∝ its own weight at that level, so expected degrees stay ∝ theta. These three
+   parameters (``reach``, ``decay``, ``hub_reach``) are the only ones that move an edge
+   besides the degree fields; they are fitted to published METIS partition statistics
+   of the real graph (``python benchmarks/fit_twins.py``; ``TwinSpec.fitted`` says on
+   what).
 3. **Latent classes and labels**, planted on the hierarchy after the edges (so no label
    knob moves an edge): contiguous class regions sized ∝ ``pi_c ∝ (c+1)^-class_skew``
    with patches of other classes, the patch rate set so that a share ``homophily`` of the
@@ -99,8 +100,10 @@ class TwinSpec:
     random_features: bool = False   # Friendster: N(0,1) features, uniform labels
     real_num_nodes: int | None = None
     # locality (generator v3, cdfgnn.data.hierarchy): the only three knobs that move edges
-    reach: float = 0.002            # sigma: reach of an average-degree vertex, share of N
-    decay: float = 0.8              # beta: P(an edge leaves a block of s >= reach) = (s/reach)^-beta
+    # defaults: the median of the three twins fitted to METIS halo copies (reddit-dgl,
+    # products, arxiv), each parameter on its own
+    reach: float = 0.003419         # sigma: reach of an average-degree vertex, share of N
+    decay: float = 1.055            # beta: P(an edge leaves a block of s >= reach) = (s/reach)^-beta
     hub_reach: float = 1.0          # alpha: reach grows as (theta / d)^alpha
     fitted: str = ""                # what the locality was fitted to ("": model defaults)
     min_split_size: int = 0         # fewest vertices of each split (0: the ratios alone)
@@ -114,21 +117,27 @@ class TwinSpec:
 # plausible values, not fitted to the real graphs. The locality parameters (reach, decay,
 # hub_reach) are fitted by FIT_COMMAND where a twin's ``fitted`` says so (docs/twins.md);
 # the others keep the model defaults.
+_FIT_HALO = f"{FIT_COMMAND}: METIS halo copies per vertex at P = 2, 4, 8"
 TWINS: dict[str, TwinSpec] = {s.name: s for s in [
+    # GraphSAINT's copy has no METIS target: DGL's copy's locality (the same vertices)
     TwinSpec("synth-reddit", "reddit", 602, 41, 99.65, 2.3, (0.66, 0.10, 0.24),
              homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
-             real_num_nodes=232_965),
+             real_num_nodes=232_965, reach=0.003419, decay=1.055, hub_reach=1.0,
+             fitted="synth-reddit-dgl's parameters (no METIS target for this copy)"),
     # DGL's RedditDataset (the copy the peers' code loads): 114,615,892 arcs, 492.0 per
     # vertex, the same vertices, features, classes and split as GraphSAINT's copy
     TwinSpec("synth-reddit-dgl", "reddit", 602, 41, 491.99, 2.3, (0.66, 0.10, 0.24),
              homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
-             real_num_nodes=232_965),
+             real_num_nodes=232_965, reach=0.003419, decay=1.055, hub_reach=1.0,
+             fitted=_FIT_HALO + " of DGL's Reddit (610 s CPU)"),
     TwinSpec("synth-products", "ogbn-products", 100, 47, 50.52, 2.3, (0.0803, 0.0161, 0.9036),
              homophily=0.80, feature_snr=3.0, class_skew=1.0, label_noise=0.2,
-             real_num_nodes=2_449_029),
+             real_num_nodes=2_449_029, reach=0.0006137, decay=0.7777, hub_reach=0.738,
+             fitted=_FIT_HALO + " of ogbn-products (346 s CPU)"),
     TwinSpec("synth-arxiv", "ogbn-arxiv", 128, 40, 13.77, 2.6, (0.537, 0.176, 0.287),
              homophily=0.65, feature_snr=3.0, class_skew=0.8, label_noise=0.2,
-             real_num_nodes=169_343),
+             real_num_nodes=169_343, reach=0.02436, decay=1.589, hub_reach=1.275,
+             fitted=_FIT_HALO + " of ogbn-arxiv (379 s CPU)"),
     TwinSpec("synth-yelp", "yelp", 300, 100, 19.47, 2.4, (0.75, 0.10, 0.15),
              homophily=0.65, feature_snr=1.5, multilabel=True, num_blocks=25,
              labels_per_block=6, p_hi=0.8, p_lo=0.01, label_snr=3.0, real_num_nodes=716_847),

@@ -113,10 +113,14 @@ def generated_values(spec: TwinSpec, n: int, points: Sequence[Point], *, seed: i
 def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int = 0,
                  free: Sequence[str] = LOCALITY_PARAMS, rounds: int = 6, tol: float = 0.03,
                  draws: int = SURROGATE_DRAWS, direct_evals: int = 0,
+                 prior: dict[str, tuple[float, float]] | None = None,
                  measure: Callable[[TwinSpec], np.ndarray] | None = None,
                  log: Callable[[str], None] | None = None) -> FitResult:
     """Fit ``free`` locality parameters of ``spec`` to ``points`` (module docstring).
 
+    ``prior``: ``{name: (centre, weight)}`` adds ``weight (value - centre)^2`` to the
+    objective, a tie-breaker where the points leave a parameter loose (three halo points
+    and three parameters: a ridge of equally good fits).
     ``direct_evals`` > 0 (small graphs, where a METIS check costs well under a second):
     after the checks, Nelder-Mead runs on the METIS objective itself from the best
     parameters for at most that many evaluations.
@@ -137,6 +141,12 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
         if not p.value > 0:
             raise CdfgnnError(f"fit points need a positive value: {p}")
     measure = measure or (lambda s: generated_values(s, n, points, seed=seed))
+    prior = dict(prior or {})
+
+    def penalty(x: np.ndarray) -> float:
+        params = _decode(x, free)
+        return float(sum(w * (params[k] - c) ** 2 for k, (c, w) in prior.items() if k in params))
+
     t0 = time.process_time()
     skeleton = _skeleton(spec, n, seed)
     evals = 0
@@ -153,7 +163,7 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
         sur = surrogate(x)
         out = {"round": rnd, "x": x, "params": _full(spec, params), "metis": got,
                "corr": np.where(sur > 0, got / np.maximum(sur, 1e-12), 1.0),
-               "objective": _objective(got, points)}
+               "objective": _objective(got, points) + penalty(x)}
         if log:
             ratio = " ".join(f"{g / p.value:.3f}" for g, p in zip(got, points))
             log(f"  check {rnd}: {_show(out['params'])} objective {out['objective']:.4f} "
@@ -170,7 +180,7 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
             break
         corr = best["corr"]
         bounds = list(zip(np.maximum(best["x"] - radius, lo_b), np.minimum(best["x"] + radius, hi_b)))
-        res = minimize(lambda x: _objective(surrogate(x) * corr, points), best["x"],
+        res = minimize(lambda x: _objective(surrogate(x) * corr, points) + penalty(x), best["x"],
                        method="Nelder-Mead", bounds=bounds,
                        options={"xatol": 1e-3, "fatol": 1e-6, "maxfev": 80 * len(free),
                                 "initial_simplex": _simplex(best["x"], radius, lo_b, hi_b)})
