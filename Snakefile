@@ -13,6 +13,7 @@ import sys
 
 from snakemake.utils import min_version, validate
 
+from cdfgnn.errors import CdfgnnError
 from cdfgnn.experiments.config import check_schema, load_config
 from cdfgnn.experiments.grid import Grid
 
@@ -33,16 +34,22 @@ if not workflow.overwrite_configfiles:
 # Each config file is read again with its `include:` fragments deep-merged into it
 # (conflicting values are an error naming both files), then the files are layered
 # in order as Snakemake layers them, with `--config KEY=VALUE` on top.
-_merged = load_config(
-    workflow.configfiles,
-    root=workflow.basedir,
-    overrides=workflow.config_settings.config,
-)
-config.clear()
-config.update(_merged)
-check_schema(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.json"))
-validate(config, "workflow/schemas/config.schema.json")
-grid = Grid(config)
+# A bad config stops the run with one line naming the key and the valid values (no
+# traceback), exit status 2, before anything is written.
+try:
+    _merged = load_config(
+        workflow.configfiles,
+        root=workflow.basedir,
+        overrides=workflow.config_settings.config,
+    )
+    config.clear()
+    config.update(_merged)
+    check_schema(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.json"))
+    validate(config, "workflow/schemas/config.schema.json")
+    grid = Grid(config)
+except CdfgnnError as _exc:
+    sys.stderr.write(f"cdfgnn: error: {_exc}\n")
+    sys.exit(2)
 
 # Jobs call the `cdfgnn` installed next to this Snakemake, even when its
 # virtual environment is not activated (e.g. `.venv/bin/snakemake --cores 2`).

@@ -18,14 +18,14 @@ What is measured, and how:
   streaming elementwise add (``a + b`` on 256 MB tensors). Times are CUDA-event medians of
   20 calls after 3 warm-ups. The prediction counts the same call with the operation ledger
   (:func:`cdfgnn.cost.ledger.counting`) and prices the counts on the card's profile with the
-  package's pricing (:func:`cdfgnn.cost.pricing.price`): the same path every device-modelled
+  package's pricing (:func:`cdfgnn.pricing.roofline.price`): the same path every device-modelled
   epoch takes.
 * **train**: ``cdfgnn train`` of ``exact`` on the same twin, one worker on the GPU, 20
   epochs (5 warm-up), GCN (``--models`` adds SAGE, GAT), 2 layers, hidden 256. Measured: the record's epoch time with
   ``--count-ops false`` (counting adds host work per op). Predicted: the
   ``device_epoch_time_s`` of the same run with counting on, priced on the card's profile.
 
-A card with no profile in ``cdfgnn/cost/gpus.yaml`` is measured and its predictions are
+A card with no profile in ``cdfgnn/pricing/gpus.yaml`` is measured and its predictions are
 left empty, saying so.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-#: (substring of torch.cuda.get_device_name, profile in cdfgnn/cost/gpus.yaml)
+#: (substring of torch.cuda.get_device_name, profile in cdfgnn/pricing/gpus.yaml)
 CARD_PROFILES = (("H200", "h200"), ("H100", "h100"), ("H800", "h800"), ("A100-SXM4-80", "a100-80"),
                  ("A100 80GB", "a100-80"), ("A100", "a100-40"), ("A800", "a800"),
                  ("V100", "v100"), ("A40", "a40"), ("RTX A6000", "rtx-a6000"),
@@ -115,9 +115,9 @@ def cuda_median(fn, reps: int = 20, warm: int = 3) -> float:
 
 def predicted(fn, profile: str | None) -> tuple[float | None, dict]:
     """The package's price of what ``fn`` issues, counted by the ledger."""
-    from cdfgnn.cost.hardware import get_gpu
+    from cdfgnn.pricing.hardware import get_gpu
     from cdfgnn.cost.ledger import Ledger, counting
-    from cdfgnn.cost.pricing import price
+    from cdfgnn.pricing.roofline import price
 
     led = Ledger()
     with counting(led):
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "gpu_check_device.json").write_text(json.dumps(info, indent=1))
     print("gpu_check: device " + json.dumps(info), flush=True)
     if profile is None:
-        print(f"gpu_check: no profile for {name!r} in cdfgnn/cost/gpus.yaml: measured only")
+        print(f"gpu_check: no profile for {name!r} in cdfgnn/pricing/gpus.yaml: measured only")
     report = Report(out, profile)
     if args.stage in ("kernels", "all"):
         stage_kernels(report)

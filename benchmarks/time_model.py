@@ -1,42 +1,58 @@
-"""Calibrate and validate the GPU time model on published epoch times (issue 21 item 5).
+"""Validate the device time model part by part, and price rows it never saw.
 
-Reads a CSV of published GPU measurements (default ``benchmarks/data/published_epochs.csv``;
-columns and sources in ``benchmarks/data/README.md``). For every row it
+The model is the package's (:mod:`cdfgnn.pricing`): this script holds no pricing rule. For
+every published row it builds counts without training (:mod:`cdfgnn.pricing.estimate`,
+with the layer order and flags of the system that produced the row and, for distributed
+rows, the partition statistics of :func:`halo_source`) and the row's cluster (its card's
+profile, :func:`cdfgnn.pricing.hardware.card_profile`; its interconnect text read by
+:mod:`cdfgnn.pricing.interconnect`), and prices them with the package's functions
+(:func:`cdfgnn.pricing.record.price_counts`, :func:`cdfgnn.pricing.roofline.op_seconds`).
 
-1. counts one epoch per rank with the layer order of the system that produced the row
-   (``cdfgnn.cost.estimate``: BNS-GCN, PipeGCN, Sylvie and AdaQP aggregate first, so
-   their halo rows are as wide as the layer's input; DGL's GraphConv transforms first),
-   from partition statistics of the dataset's synthetic twin (below);
-2. prices the counts on the row's GPU (``cdfgnn.cost.hardware`` profile, ``cdfgnn.cost
-   .pricing`` roofline with the ``Efficiency`` constants; every published row trained in
-   float32, so the counts are float32 ones, ``estimate.DTYPE``: FP32 peaks, 4-byte
-   elements) and its halo traffic with
-   ``cdfgnn.comm.network.NetworkModel`` (plus host copies on host-staged gloo links);
-3. prints predicted / published epoch and communication seconds.
+Parts, each a line per half (``<half> <part>: N rows, median ratio R, within 2x: S%``,
+R the median of predicted / published seconds):
 
-Rows are split deterministically (by a CRC of their ``source`` text, never by their
-numbers) into a calibration half, on which the efficiency constants are fitted, and a
-validation half that the fit never sees. The last two lines are
+* ``kernel``: one SpMM (``kernel_spmm.csv``: the ledger's SpMM entry for the graph's
+  vertices, arcs and the width) and the host copies of ``published_epochs.csv``;
+* ``single-GPU epoch``: full-graph epochs on one GPU (``single_gpu_epochs.csv``, and
+  one-GPU rows of ``published_epochs.csv`` not in it);
+* ``compute``: the source's own time outside communication (``compute_s``), compared
+  as the source defines it (the first word of ``compute_def``, :data:`COMPUTE_DEFS`):
+  ``epoch-minus-comm-reduce`` with the mean over ranks of the priced compute,
+  ``epoch-minus-comm`` with that and the all-reduce, ``forward-backward`` with the layers'
+  priced forward and backward, ``aggregation-only`` with the priced SpMMs;
+* ``communication``: the published halo-exchange seconds (``comm_s``), compared with the
+  epoch less the mean compute and all-reduce of a rank (a source's rank times its
+  exchange together with the wait for the slowest rank); ``0`` is a value: times below
+  1% of the row's epoch count as 1% of it on both sides;
+* ``epoch``: every distributed epoch (``published_epochs.csv`` and
+  ``published_epochs_extra.csv``).
 
-    calibration: N rows, median ratio R, within 2x: S%
-    validation: N rows, median ratio R, within 2x: S%
+Rows are split once per file family (kernels, single-GPU epochs, distributed rows) into
+a calibration and a validation half, stratified by source: the rows of each source group
+(the ``source`` text before its first space), in CRC order of their ``source`` text, go
+alternately to the two halves; the split never reads a number. Every constant of
+:mod:`cdfgnn.pricing.efficiency` that some calibration row depends on is fitted on the
+calibration halves of all parts together (each part weighs the same: the mean over parts
+of the mean absolute log ratio, robust to a few rows far off), within ``FIT_BOUNDS``.
+``--write-efficiency`` stores them in the package; nothing else keeps a constant.
 
-with R the median of predicted / published epoch seconds.
+``--frozen`` prices the ``--published`` file with the stored constants (no fit) and ends
+with ``held-out: N rows, median ratio R, within 2x: S%``. Its schema is read from its
+header (a distributed, single-GPU or kernel file). A row that cannot be priced is
+skipped with one line naming the field and value; a malformed file stops with one line.
 
-**Partition statistics at full size.** Generating every dataset's twin at its real size
-does not fit this 2-core machine (ogbn-products: 124M arcs, AmazonProducts: 264M). The
-statistics are measured on a *scaled* twin (``--scale`` vertices, default 100,000) whose
-average degree is set to the peers' copy of the dataset (DGL's Reddit has 114.6M arcs,
-about 5x the GraphSAINT copy the synth-reddit twin mirrors), partitioned by METIS into the
-row's P parts, and every count (owned rows, arcs, halo rows per peer) is multiplied by
-``real vertices / scaled vertices``: the halo *fraction* is taken as size-invariant at a
-fixed degree (the check at two scales is in docs/results.md). ``--build-counts`` computes
-and caches them (``--cache``, default ``results/time_model``) and prints the time and
-memory each took; a plain run builds what is missing.
+**Partition statistics** (:func:`halo_source`, one function to swap): the METIS partition
+of the dataset's synthetic twin at ``--scale`` vertices and the peers' average degree
+(train-induced subgraph in the inductive regime), every count scaled by ``real vertices /
+scale`` (cached under ``--cache``); where ``real_partition_stats.csv`` gives METIS halo
+copies per vertex for the graph, P and the transductive regime, the halo rows take that
+total (the twin gives their pattern between parts; a graph without a twin gets balanced
+parts, the total spread evenly).
 
 Usage:
-    python benchmarks/time_model.py [--published FILE] [--scale N] [--cache DIR]
-                                    [--build-counts] [--write-efficiency]
+    python benchmarks/time_model.py [--data-dir DIR] [--published FILE ...] [--frozen]
+                                    [--scale N] [--cache DIR] [--build-counts]
+                                    [--write-efficiency]
 """
 from __future__ import annotations
 
@@ -46,107 +62,197 @@ import dataclasses
 import json
 import math
 import os
+import re
 import resource
 import sys
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT / "benchmarks" / "data" / "published_epochs.csv"
+DATA_DIR = ROOT / "benchmarks" / "data"
 DEFAULT_CACHE = ROOT / "results" / "time_model"
-GPU_DIR = ROOT / "benchmarks" / "data"
+EPOCH_FILES = ("published_epochs.csv", "published_epochs_extra.csv")
+SINGLE_FILE = "single_gpu_epochs.csv"
+KERNEL_FILE = "kernel_spmm.csv"
+STATS_FILE = "real_partition_stats.csv"
+SEED = 0
 
 COLUMNS = ("source", "system", "dataset", "model", "layers", "hidden", "gpus", "hosts",
            "gpu_type", "interconnect", "backend", "epoch_s", "comm_s", "notes")
-BACKENDS = ("gloo", "nccl")
-SEED = 0
-#: the published rows trained in float32 (cdfgnn.cost.estimate.DTYPE)
-FLOAT_BYTES = 4
+SINGLE_COLUMNS = ("source", "system", "card", "dataset", "vertices", "arcs", "features",
+                  "classes", "model", "layers", "hidden", "heads", "epoch_s", "includes")
+KERNEL_COLUMNS = ("source", "card", "graph", "vertices", "arcs", "width", "kernel", "dtype",
+                  "value", "unit")
+PARTS = ("kernel", "single-GPU epoch", "compute", "communication", "epoch")
+HALVES = ("calibration", "validation")
+#: times below this share of a row's published epoch count as that share (a published 0)
+FLOOR = 0.01
 
 
-# ----------------------------------------------------------------------------- inputs
-@dataclass(frozen=True)
-class Row:
-    """One published measurement (a CSV row, validated)."""
-
-    line: int
-    source: str
-    system: str
-    dataset: str
-    model: str
-    layers: int
-    hidden: int
-    gpus: int
-    hosts: int
-    gpu_type: str
-    interconnect: str
-    backend: str
-    epoch_s: float
-    comm_s: float | None
-
-
+# ----------------------------------------------------------------------------- input
 class InputError(Exception):
-    """Bad published CSV: one line naming the file, row and column."""
+    """A malformed file: one line naming it."""
 
 
-def _number(path, line: int, col: str, text: str, kind):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise InputError(f"{path}: line {line}: column {col!r} must be a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{path}: line {line}: column {col!r} must be finite and >= 0, got {text!r}")
-    return value
+class Skip(Exception):
+    """A row that cannot be priced: the field, its value and why."""
+
+    def __init__(self, field_: str, value, why: str):
+        super().__init__(f"{field_} {value!r}: {why}")
 
 
-def read_published(path: str | os.PathLike) -> list[Row]:
-    """The CSV's rows; a missing column, a bad number or an unknown backend raises InputError."""
+def read_table(path: str | os.PathLike, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    """(line, record) of every row; a missing file or column, unreadable text or no rows
+    raises InputError."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"published CSV {path}: no such file")
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        for col in COLUMNS:
-            if col not in header:
-                raise InputError(f"published CSV {path}: missing column {col!r}")
-        rows = [_row(path, i, rec) for i, rec in enumerate(reader, start=2)]
+        raise InputError(f"{path}: no such file")
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise InputError(f"{path}: missing column {missing[0]!r}")
+            rows = [(i, rec) for i, rec in enumerate(reader, start=2)]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: unreadable ({exc})") from None
     if not rows:
-        raise InputError(f"published CSV {path}: no rows")
+        raise InputError(f"{path}: no rows")
     return rows
 
 
-def _row(path, line: int, rec: dict) -> Row:
-    if rec["backend"] not in BACKENDS:
-        raise InputError(f"{path}: line {line}: column 'backend' must be one of {BACKENDS}, "
-                         f"got {rec['backend']!r}")
-    ints = {c: _number(path, line, c, rec[c], int) for c in ("layers", "hidden", "gpus", "hosts")}
-    epoch = _number(path, line, "epoch_s", rec["epoch_s"], float)
-    if epoch <= 0:
-        raise InputError(f"{path}: line {line}: column 'epoch_s' must be > 0, got {rec['epoch_s']!r}")
-    comm = _number(path, line, "comm_s", rec["comm_s"], float) if rec["comm_s"].strip() else None
-    if ints["gpus"] < 1 or ints["hosts"] < 1 or ints["gpus"] % ints["hosts"]:
-        raise InputError(f"{path}: line {line}: gpus ({ints['gpus']}) must be a positive "
-                         f"multiple of hosts ({ints['hosts']})")
-    return Row(line, rec["source"], rec["system"], rec["dataset"], rec["model"], epoch_s=epoch,
-               comm_s=comm, gpu_type=rec["gpu_type"], interconnect=rec["interconnect"],
-               backend=rec["backend"], **ints)
+def schema_of(path: str | os.PathLike) -> str:
+    """``epoch``, ``single`` or ``kernel``: which file family a CSV's header is."""
+    try:
+        with Path(path).open(newline="", encoding="utf-8") as f:
+            header = set(next(csv.reader(f), []))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: unreadable ({exc})") from None
+    if {"width", "kernel"} <= header:
+        return "kernel"
+    if {"card", "includes"} <= header:
+        return "single"
+    return "epoch"
 
 
+def _text(rec: dict, col: str) -> str:
+    return (rec.get(col) or "").strip()
+
+
+def _num(rec: dict, col: str, kind=float, optional: bool = False, positive: bool = False):
+    text = _text(rec, col)
+    if not text:
+        if optional:
+            return None
+        raise Skip(col, text, "missing")
+    try:
+        value = kind(text)
+    except ValueError:
+        raise Skip(col, text, "not a number") from None
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise Skip(col, text, "must be finite and > 0" if positive else "must be >= 0")
+    return value
+
+
+def source_group(source: str) -> str:
+    return source.split(" ", 1)[0]
+
+
+# ----------------------------------------------------------------------------- systems
+@dataclass(frozen=True)
+class System:
+    """How the code behind a distributed row trains (read from its public code)."""
+
+    order: str = "aggregate-first"       # order inside a layer (estimate.ORDERS)
+    exchange: str = "input"              # rows that cross the partition (estimate)
+    layernorm: bool = False
+    static_first: bool = False           # --use-pp: layer 0's halo inputs fetched once
+    pipeline: bool = False               # halo exchange overlaps compute (stale)
+    boundary_rate: float = 1.0           # BNS-GCN: share of boundary vertices sampled
+    concat_heads: bool = False           # GAT: hidden layers concatenate heads
+    #: the regime the system's scripts use per dataset where a row does not say
+    inductive: frozenset = frozenset()
+
+
+# Sylvie's module/model.py (the BNS-GCN / PipeGCN lineage): each layer's input rows are
+# exchanged before the layer; GraphSAGE aggregates first (module/layer.py), GCN is DGL's
+# GraphConv (transforms first when that narrows), GAT is DGL's GATConv with heads
+# averaged; LayerNorm between layers; --use-pp (layer 0 on halo rows fetched once);
+# scripts/*_full.sh: --inductive for reddit, yelp and amazon
+_PEER = System("narrower-first", "input", layernorm=True, static_first=True,
+               inductive=frozenset({"reddit", "yelp", "amazon-products"}))
+SYSTEMS: dict[str, System] = {
+    "exact (Sylvie code fp32)": _PEER,
+    "pipegcn": dataclasses.replace(_PEER, pipeline=True),
+    "bns-gcn p=0.1": dataclasses.replace(_PEER, boundary_rate=0.1),
+    # the same code base without pipelining, as others ran it: GraNNDis's Opt_FB baseline
+    # (no --use-pp, LayerNorm by default, nccl) and Bajaj et al.'s GAT extension (use_pp,
+    # norm none, heads averaged), as the rows' notes read from their scripts
+    "exact (GraNNDis Opt_FB)": dataclasses.replace(_PEER, static_first=False),
+    "exact (PipeGCN code)": dataclasses.replace(_PEER, layernorm=False, inductive=frozenset()),
+    # GNNPipe's graph-parallel baseline (applications/async_multi_gpus/gcn.cc): layer 0
+    # transforms then aggregates, later layers aggregate then transform (DGL's rule at
+    # its widths), mirror rows exchanged at every layer, no LayerNorm, no precompute
+    "exact (GNNPipe graph-parallel)": System("narrower-first", "input"),
+    # AdaQP model/distGCN.py: DistAggConv (aggregate) then W at every layer, no
+    # precompute, LayerNorm (config use_norm: true), full graph
+    "exact (AdaQP Vanilla)": System("aggregate-first", "input", layernorm=True),
+}
+#: one-GPU systems: (GCN order, GraphSAGE order, GAT heads concatenated)
+SINGLE_SYSTEMS: dict[str, tuple[str, str, bool]] = {
+    "cdfgnn": ("transform-first", "transform-first", False),   # this engine
+    "dgl": ("narrower-first", "narrower-first", True),         # GraphConv, SAGEConv
+    "pyg": ("transform-first", "aggregate-first", True),       # GCNConv, SAGEConv
+    "pgl": ("narrower-first", "aggregate-first", True),        # pgl.layers gcn
+}
+SYSTEM_HELP = ("a known system, or 'order=aggregate-first' / 'order=transform-first' "
+               "(optionally with exchange=input|projected, layernorm, use-pp, pipeline)")
+
+
+def system_of(text: str) -> System:
+    """A known system, or one named by its layer order (``order=...`` tokens)."""
+    if text in SYSTEMS:
+        return SYSTEMS[text]
+    tokens = dict(t.partition("=")[::2] for t in text.replace(",", " ").split())
+    order = tokens.get("order")
+    if order not in ("aggregate-first", "transform-first", "narrower-first"):
+        raise Skip("system", text, f"unknown; {SYSTEM_HELP}")
+    exchange = tokens.get("exchange") or ("projected" if order == "transform-first" else "input")
+    if exchange not in ("input", "projected"):
+        raise Skip("system", text, "exchange must be input or projected")
+    return System(order, exchange, layernorm="layernorm" in tokens,
+                  static_first="use-pp" in tokens, pipeline="pipeline" in tokens)
+
+
+def single_system(text: str) -> tuple[str, str, bool]:
+    key = text.split()[0].lower() if text.split() else ""
+    for name, value in SINGLE_SYSTEMS.items():
+        if key == name or key.startswith(name + "."):
+            return value
+    sys_ = system_of(text)                  # order=... tokens
+    return sys_.order, sys_.order, sys_.concat_heads
+
+
+# ----------------------------------------------------------------------------- datasets
 @dataclass(frozen=True)
 class Dataset:
-    """Full-size figures of the peers' copy of a dataset, and the twin that stands in."""
+    """Full-size figures of the peers' copy of a dataset and the twin that stands in."""
 
-    twin: str | None          # synthetic twin for partition statistics (None: single GPU only)
+    twin: str
     nodes: int
     arcs: int                 # directed arcs (each undirected edge twice)
     features: int
     classes: int
     source: str
+    graph: str = ""           # its name in real_partition_stats.csv (default: the key)
 
 
 _CAPGNN_TABLE = "songxf1024/CaPGNN README dataset table (|V|, |E|, f_dim, classes)"
@@ -154,107 +260,168 @@ _DGL_CITATION = "dmlc/dgl python/dgl/data/citation_graph.py docstring statistics
 DATASETS: dict[str, Dataset] = {
     # DGL's RedditDataset (the peers' loader), 114.6M arcs: ~492 per vertex, not the
     # GraphSAINT copy's 99.65 that synth-reddit mirrors
-    "reddit": Dataset("synth-reddit", 232_965, 114_615_892, 602, 41, _CAPGNN_TABLE),
+    "reddit": Dataset("synth-reddit", 232_965, 114_615_892, 602, 41, _CAPGNN_TABLE,
+                      graph="reddit-dgl"),
     # OGB: 61,859,140 undirected edges, stored in both directions by DGL/OGB loaders
-    "ogbn-products": Dataset("synth-products", 2_449_029, 2 * 61_859_140, 100, 47, _CAPGNN_TABLE),
+    "ogbn-products": Dataset("synth-products", 2_449_029, 2 * 61_859_140, 100, 47,
+                             _CAPGNN_TABLE),
     "yelp": Dataset("synth-yelp", 716_847, 13_954_819, 300, 100, _CAPGNN_TABLE),
-    "amazon-products": Dataset("synth-amazon", 1_569_960, 264_339_468, 200, 107, _CAPGNN_TABLE),
-    "cora": Dataset(None, 2_708, 10_556, 1_433, 7, _DGL_CITATION),
-    "citeseer": Dataset(None, 3_327, 9_228, 3_703, 6, _DGL_CITATION),
-    "pubmed": Dataset(None, 19_717, 88_651, 500, 3, _DGL_CITATION),
+    "amazon-products": Dataset("synth-amazon", 1_569_960, 264_339_468, 200, 107,
+                               _CAPGNN_TABLE),
+    # OGB ogbn-arxiv symmetrised (1,166,243 citations both ways), as the peers load it
+    "ogbn-arxiv": Dataset("synth-arxiv", 169_343, 2_315_598, 128, 40,
+                          "OGB ogbn-arxiv statistics (169,343 nodes, 1,166,243 edges)"),
+    # no twin: partitioned only where published halo statistics exist (pubmed)
+    "cora": Dataset("", 2_708, 10_556, 1_433, 7, _DGL_CITATION),
+    "citeseer": Dataset("", 3_327, 9_228, 3_703, 6, _DGL_CITATION),
+    "pubmed": Dataset("", 19_717, 88_651, 500, 3, _DGL_CITATION),
 }
 
 
-@dataclass(frozen=True)
-class System:
-    """How the code behind a row trains (read from its public scripts and modules)."""
-
-    kind: str                  # "edge-cut" | "single" | "copy"
-    order: str = "aggregate-first"
-    layernorm: bool = False
-    precompute_first: bool = False     # --use-pp: layer 0 is a Linear on [x, agg(x)], no sync
-    pipeline: bool = False             # PipeGCN: halo exchange overlaps compute
-    boundary_rate: float = 1.0         # BNS-GCN: share of boundary vertices sampled
-    inductive: frozenset = frozenset()  # datasets trained on their train-induced subgraph
-
-
-# Sylvie, BNS-GCN and PipeGCN scripts: --inductive for reddit/yelp/amazon, --use-pp
-# everywhere, LayerNorm between layers (module/model.py, norm='layer')
-_PEER_INDUCTIVE = frozenset({"reddit", "yelp", "amazon-products"})
-_PEER = System("edge-cut", "aggregate-first", layernorm=True, precompute_first=True,
-               inductive=_PEER_INDUCTIVE)
-SYSTEMS: dict[str, System] = {
-    "exact (Sylvie code fp32)": _PEER,
-    "pipegcn": dataclasses.replace(_PEER, pipeline=True),
-    "bns-gcn p=0.1": dataclasses.replace(_PEER, boundary_rate=0.1),
-    # AdaQP model/distGCN.py: DistAggConv (aggregate) then matmul W at every layer, no
-    # precompute, LayerNorm (config use_norm: true), full graph
-    "exact (AdaQP Vanilla)": System("edge-cut", "aggregate-first", layernorm=True),
-    # DGL GraphConv multiplies by W first when that narrows the rows
-    "dgl": System("single", "transform-first"),
-    "capgnn-microbench": System("copy"),
-}
+# ----------------------------------------------------------------------------- rows
+MODELS = {"gcn": "gcn", "graphsage": "sage", "sage": "sage", "gat": "gat", "sgc": "gcn"}
 COPY_MODELS = ("copy-h2d", "copy-d2h", "copy-d2d")
+#: CaPGNN utils/eval_bw.py copies one 11585 x 11585 float32 tensor
+COPY_BYTES = 11585 * 11585 * 4
+
 
 @dataclass(frozen=True)
-class VolumeFigure:
-    """A published halo volume: total bytes all ranks send per epoch in one setting."""
+class Row:
+    """One row of any file: where it is, its source and its published seconds."""
 
-    megabytes: float
-    parts: int
-    layers: int
-    hidden: int
+    file: str
+    line: int
     source: str
+    card: str
+    published: dict             # part -> seconds
+    fields: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
-#: Sylvie paper ("Boosting Distributed Full-Graph GNN Training with Asynchronous One-Bit
-#: Communication", Zhang et al.), Table 3, row DGL, column "Main data (MB)": GraphSAGE
-#: with exact fp32 halo exchange on two servers, 8 GPUs, --use-pp. The model tuples are
-#: those of the matching result files (results/speed_pcie4_v2/*_n8_2node.csv, whose
-#: epoch and communication seconds equal Table 3's); read as the total over all ranks
-#: of forward rows and backward gradients (per rank it would exceed Reddit's whole
-#: inductive graph: 2791.7 MB / (3 syncs x 2 x 1 KB) = 465k rows > 153k vertices).
-VOLUME_FIGURES: dict[str, VolumeFigure] = {
-    "reddit": VolumeFigure(2791.7, 8, 4, 256, "Sylvie paper Table 3, Reddit DGL"),
-    "yelp": VolumeFigure(2348.1, 8, 4, 512, "Sylvie paper Table 3, Yelp DGL"),
-    "ogbn-products": VolumeFigure(3420.6, 8, 3, 128, "Sylvie paper Table 3, Ogbn-products DGL"),
-    # the Amazon row's file line (13.3282 s, 11.4668 s) carries ['graphsage', 4, 256]
-    "amazon-products": VolumeFigure(5632.6, 8, 4, 256, "Sylvie paper Table 3, Amazon DGL"),
-}
-#: CaPGNN utils/eval_bw.py copies one 11585 x 11585 float32 tensor
-COPY_BYTES = 11585 * 11585 * FLOAT_BYTES
+def _from_notes(rec: dict, col: str, pattern: str, default: int) -> int:
+    """An optional integer column, else the first ``pattern`` match in the notes (the
+    peers' flag as the source prints it), else ``default``."""
+    if _text(rec, col):
+        return int(_num(rec, col, int))
+    m = re.search(pattern, rec.get("notes") or "")
+    return int(m.group(1)) if m else default
 
 
-def system_of(row: Row) -> System:
-    try:
-        return SYSTEMS[row.system]
-    except KeyError:
-        raise InputError(f"line {row.line}: unknown system {row.system!r}; "
-                         f"known: {', '.join(sorted(SYSTEMS))}") from None
+def _linear_layers(rec: dict) -> int:
+    """Trailing Linear layers: a ``linear`` column, else ``n-linear K`` in the notes."""
+    return _from_notes(rec, "linear", r"n[-_]linear\s+(\d+)", 0)
 
 
-MODELS = ("gcn", "graphsage", "sgc")
+def _heads(rec: dict) -> int:
+    """GAT heads: a ``heads`` column, else ``num_heads K`` / ``heads K`` in the notes, else 1."""
+    return max(_from_notes(rec, "heads", r"\b(?:num_heads|heads)\s+(\d+)", 1), 1)
 
 
-def check_row(row: Row) -> None:
-    """Every name of the row resolves (system, dataset, model, GPU), before any work."""
-    system = system_of(row)
-    dataset_of(row)
-    allowed = COPY_MODELS if system.kind == "copy" else MODELS
-    if row.model not in allowed:
-        raise InputError(f"line {row.line}: model {row.model!r} for system {row.system!r}; "
-                         f"known: {', '.join(allowed)}")
-    gpu_of(row)
+def epoch_row(file: str, line: int, rec: dict) -> Row:
+    """A distributed (or one-GPU, or copy) row of published_epochs*.csv; Skip if it
+    cannot be priced."""
+    model = _text(rec, "model")
+    if model not in MODELS and model not in COPY_MODELS:
+        raise Skip("model", model, f"known: {', '.join([*MODELS, *COPY_MODELS])}")
+    backend = _text(rec, "backend")
+    if backend not in ("gloo", "nccl"):
+        raise Skip("backend", backend, "known: gloo, nccl")
+    ints = {c: int(_num(rec, c, int)) for c in ("layers", "hidden", "gpus", "hosts")}
+    if ints["gpus"] < 1 or ints["hosts"] < 1 or ints["gpus"] % ints["hosts"]:
+        raise Skip("gpus", rec["gpus"], f"must be a positive multiple of hosts ({rec['hosts']})")
+    epoch = _num(rec, "epoch_s", positive=True)
+    comm = _num(rec, "comm_s", optional=True)
+    compute = _num(rec, "compute_s", optional=True)
+    regime = _text(rec, "regime")
+    if regime not in ("", "inductive", "transductive"):
+        raise Skip("regime", regime, "known: transductive, inductive")
+    heads = _heads(rec) if model == "gat" else 1
+    if model in COPY_MODELS:              # a copy micro-benchmark: one kernel
+        published = {"kernel": epoch}
+    elif ints["gpus"] == 1:
+        published = {"single-GPU epoch": epoch}
+    else:
+        published = {"epoch": epoch}
+        if comm is not None:
+            published["communication"] = comm
+        if compute is not None:
+            kind = compute_kind(_text(rec, "compute_def"))
+            if kind is None:
+                raise Skip("compute_def", _text(rec, "compute_def")[:40],
+                           f"first word must be one of {', '.join(COMPUTE_DEFS)}")
+            published["compute"] = compute
+    return Row(file, line, _text(rec, "source"), _text(rec, "gpu_type"), published,
+               {**ints, "system": _text(rec, "system"), "dataset": _text(rec, "dataset"),
+                "model": model, "heads": int(heads), "linear": _linear_layers(rec),
+                "interconnect": _text(rec, "interconnect"), "backend": backend,
+                "regime": regime, "compute_def": _text(rec, "compute_def"),
+                "notes": rec.get("notes") or ""})
 
 
-def dataset_of(row: Row) -> Dataset | None:
-    if system_of(row).kind == "copy":
-        return None
-    try:
-        return DATASETS[row.dataset]
-    except KeyError:
-        raise InputError(f"line {row.line}: unknown dataset {row.dataset!r}; "
-                         f"known: {', '.join(sorted(DATASETS))}") from None
+def single_row(file: str, line: int, rec: dict) -> Row:
+    model = _text(rec, "model")
+    if model not in MODELS:
+        raise Skip("model", model, f"known: {', '.join(MODELS)}")
+    ints = {c: int(_num(rec, c, int)) for c in ("vertices", "arcs", "features", "classes",
+                                                   "layers", "hidden")}
+    ints["heads"] = int(_num(rec, "heads", int, optional=True) or 1)
+    if min(ints["vertices"], ints["features"], ints["classes"], ints["layers"]) < 1:
+        raise Skip("vertices", rec["vertices"], "vertices, features, classes and layers "
+                   "must be >= 1")
+    return Row(file, line, _text(rec, "source"), _text(rec, "card"),
+               {"single-GPU epoch": _num(rec, "epoch_s", positive=True)},
+               {**ints, "system": _text(rec, "system"), "dataset": _text(rec, "dataset"),
+                "model": model})
+
+
+def kernel_row(file: str, line: int, rec: dict) -> Row:
+    dtype = _text(rec, "dtype")
+    if dtype not in ("fp32", "fp64"):
+        raise Skip("dtype", dtype, "known: fp32, fp64")
+    unit = _text(rec, "unit")
+    ints = {c: int(_num(rec, c, int, positive=True)) for c in ("vertices", "arcs", "width")}
+    value = _num(rec, "value", positive=True)
+    if unit == "ms":
+        seconds = value / 1e3
+    elif unit == "gflops":              # 2 nnz w FLOP per SpMM
+        seconds = 2.0 * ints["arcs"] * ints["width"] / (value * 1e9)
+    else:
+        raise Skip("unit", unit, "known: ms, gflops")
+    return Row(file, line, _text(rec, "source"), _text(rec, "card"), {"kernel": seconds},
+               {**ints, "dtype": dtype, "graph": _text(rec, "graph"),
+                "kernel": _text(rec, "kernel")})
+
+
+#: what a published compute time covers (the first word of ``compute_def``) -> what of
+#: the priced rank it is compared with: ``compute`` (every phase outside communication),
+#: ``+reduce`` (and the all-reduce), ``fwd/bwd`` (the layers' forward and backward
+#: phases), ``spmm`` (the aggregation kernels)
+COMPUTE_DEFS = {"epoch-minus-comm-reduce": "compute", "epoch-minus-comm": "+reduce",
+                "forward-backward": "fwd/bwd", "aggregation-only": "spmm"}
+
+
+def compute_kind(definition: str) -> str | None:
+    word = re.split(r"[:\s]", definition.strip(), maxsplit=1)[0] if definition.strip() else ""
+    return COMPUTE_DEFS.get(word)
+
+
+READERS = {"epoch": (COLUMNS, epoch_row), "single": (SINGLE_COLUMNS, single_row),
+           "kernel": (KERNEL_COLUMNS, kernel_row)}
+
+
+def read_rows(path: Path, schema: str, log: Callable[[str], None]) -> list[Row]:
+    """The file's rows; each one that cannot be priced is skipped with one line."""
+    required, parse = READERS[schema]
+    out = []
+    for line, rec in read_table(path, required):
+        try:
+            out.append(parse(path.name, line, rec))
+        except Skip as exc:
+            log(f"skipped {path.name} line {line}: {exc}")
+    return out
 
 
 # ----------------------------------------------------------------- partition statistics
@@ -305,543 +472,597 @@ def partition_counts(indptr: np.ndarray, indices: np.ndarray, labelled: np.ndarr
             "halo_rows": halo.tolist()}
 
 
-def build_counts(dataset: str, inductive: bool, parts_list: list[int], scale: int) -> dict:
-    """Partition statistics of one scaled twin for every P in ``parts_list`` (timed)."""
+def twin_counts(dataset: str, inductive: bool, parts: int, scale: int, cache: Path,
+                log: Callable[[str], None] = print) -> dict:
+    """Partition statistics of the dataset's scaled twin at P = ``parts`` (cached)."""
+    path = cache / f"{count_key(dataset, inductive, parts, scale)}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    from cdfgnn.fileio import atomic_write_bytes
     from cdfgnn.partition.edgecut import metis_node_parts
     t0 = time.perf_counter()
     indptr, indices, labelled = scaled_twin(dataset, scale, inductive)
     gen_s = time.perf_counter() - t0
-    out = {}
-    for p in parts_list:
-        t1 = time.perf_counter()
-        parts = metis_node_parts(indptr, indices, p, seed=SEED)
-        stats = partition_counts(indptr, indices, labelled, parts, p)
-        stats.update(dataset=dataset, inductive=inductive, parts=p, scale=scale,
-                     sub_nodes=int(indptr.shape[0] - 1), sub_arcs=int(indices.shape[0]),
-                     generate_s=round(gen_s, 2), partition_s=round(time.perf_counter() - t1, 2),
-                     maxrss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2))
-        out[count_key(dataset, inductive, p, scale)] = stats
-    return out
-
-
-def needed_counts(rows: list[Row]) -> dict[tuple[str, bool], list[int]]:
-    """(dataset, inductive) -> the part counts the edge-cut rows need."""
-    need: dict[tuple[str, bool], set[int]] = {}
-    for row in rows:
-        system = system_of(row)
-        if system.kind != "edge-cut" or dataset_of(row) is None:
-            continue
-        if DATASETS[row.dataset].twin is None:
-            raise InputError(f"line {row.line}: dataset {row.dataset!r} has no synthetic twin "
-                             f"for multi-GPU rows")
-        need.setdefault((row.dataset, row.dataset in system.inductive), set()).add(row.gpus)
-        if row.dataset in VOLUME_FIGURES:      # the setting its halo correction comes from
-            need.setdefault((row.dataset, row.dataset in _PEER_INDUCTIVE), set()).add(
-                VOLUME_FIGURES[row.dataset].parts)
-    return {k: sorted(v) for k, v in sorted(need.items())}
-
-
-def load_counts(rows: list[Row], scale: int, cache: Path, verbose: bool) -> dict:
-    """Cached partition statistics for ``rows``; missing ones are built and cached."""
+    t1 = time.perf_counter()
+    assign = metis_node_parts(indptr, indices, parts, seed=SEED)
+    stats = partition_counts(indptr, indices, labelled, assign, parts)
+    stats.update(dataset=dataset, inductive=inductive, parts=parts, scale=scale,
+                 sub_nodes=int(indptr.shape[0] - 1), sub_arcs=int(indices.shape[0]),
+                 generate_s=round(gen_s, 2), partition_s=round(time.perf_counter() - t1, 2),
+                 maxrss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2))
     cache.mkdir(parents=True, exist_ok=True)
-    counts = {}
-    for (dataset, inductive), parts_list in needed_counts(rows).items():
-        missing = [p for p in parts_list
-                   if not (cache / f"{count_key(dataset, inductive, p, scale)}.json").is_file()]
-        if missing:
-            built = build_counts(dataset, inductive, missing, scale)
-            for key, stats in built.items():
-                _write_json(cache / f"{key}.json", stats)
-                if verbose:
-                    print(f"built {key}: {stats['sub_nodes']} vertices, {stats['sub_arcs']} arcs, "
-                          f"generate {stats['generate_s']} s, METIS {stats['partition_s']} s, "
-                          f"max RSS {stats['maxrss_gb']} GB", flush=True)
-        for p in parts_list:
-            key = count_key(dataset, inductive, p, scale)
-            counts[key] = json.loads((cache / f"{key}.json").read_text())
-    return counts
+    atomic_write_bytes(path, (json.dumps(stats, sort_keys=True) + "\n").encode())
+    log(f"built {path.stem}: {stats['sub_nodes']} vertices, {stats['sub_arcs']} arcs, "
+        f"generate {stats['generate_s']} s, METIS {stats['partition_s']} s, max RSS "
+        f"{stats['maxrss_gb']} GB")
+    return stats
 
 
-def _write_json(path: Path, obj) -> None:
-    from cdfgnn.fileio import atomic_write_bytes
-    atomic_write_bytes(path, (json.dumps(obj, sort_keys=True) + "\n").encode())
+def published_halo_copies(dataset: str, parts: int, data_dir: Path) -> float | None:
+    """METIS halo copies per vertex that ``real_partition_stats.csv`` gives for this
+    graph (its name there, arcs within 2%) and P, or None."""
+    path = data_dir / STATS_FILE
+    if not path.is_file():
+        return None
+    ds = DATASETS[dataset]
+    for _, rec in read_table(path, ("graph", "arcs", "partitioner", "metric", "parts",
+                                    "value")):
+        try:
+            same = (_text(rec, "graph") == (ds.graph or dataset) and int(rec["parts"]) == parts
+                    and _text(rec, "partitioner").lower() == "metis"
+                    and _text(rec, "metric") == "halo_copies_per_vertex"
+                    and abs(float(rec["arcs"]) / ds.arcs - 1.0) <= 0.02)
+        except ValueError:
+            continue
+        if same:
+            return float(rec["value"])
+    return None
 
 
-# ----------------------------------------------------------------------------- counting
-def _cost_api():
-    """The ledger engineer's cost package (cdfgnn.cost); a clear error where it is absent."""
-    try:
-        from cdfgnn.cost import estimate, hardware, ledger, pricing  # noqa: F401
-        from cdfgnn.cost import efficiency
-    except ImportError as exc:
-        raise InputError(f"time_model needs cdfgnn.cost (issue 21 items 1-4): {exc}") from None
-    return estimate, hardware, ledger, pricing, efficiency
-
-
-def layer_widths(row: Row, ds: Dataset) -> list[int]:
-    """Input width of every layer and the output width: [F, h, ..., h, C]."""
-    if row.model == "sgc":
-        return [ds.features, ds.classes]
-    return [ds.features] + [row.hidden] * (row.layers - 1) + [ds.classes]
-
-
-def sync_widths(row: Row, system: System, ds: Dataset) -> list[int]:
-    """Row width of each layer's halo exchange (0: the layer does not sync)."""
-    w = layer_widths(row, ds)
-    out = []
-    for i in range(len(w) - 1):
-        if i == 0 and system.precompute_first:
-            out.append(0)
-        elif system.order == "aggregate-first" or row.model != "gcn":
-            out.append(w[i])
-        else:
-            out.append(min(w[i], w[i + 1]))
+def halo_source(dataset: str, regime: str, parts: int, scale: int, cache: Path,
+                data_dir: Path, log: Callable[[str], None] = print) -> dict:
+    """Partition statistics at full size for a dataset, regime and P: owned, labelled,
+    inner and halo arcs per part and ``halo_rows[r][q]`` (distinct rows r needs from q).
+    The one place halos come from (module docstring): a twin's METIS partition, its halo
+    total replaced by a published one where ``real_partition_stats.csv`` has it; without
+    a twin, the published total spread evenly over balanced parts."""
+    inductive = regime == "inductive"
+    ds = DATASETS[dataset]
+    copies = None if inductive else published_halo_copies(dataset, parts, data_dir)
+    if not ds.twin:
+        if copies is None:
+            raise Skip("dataset", dataset, f"no twin, and no published {regime} halo "
+                       f"statistics at P = {parts}")
+        return even_counts(ds, parts, copies)
+    stats = twin_counts(dataset, inductive, parts, scale, cache, log)
+    k = ds.nodes / stats["scale"]
+    out = {key: (np.asarray(stats[key], dtype=np.float64) * k)
+           for key in ("owned", "labelled", "inner_arcs", "halo_arcs", "halo_rows")}
+    if copies is not None and out["halo_rows"].sum() > 0:
+        out["halo_rows"] *= copies * ds.nodes / out["halo_rows"].sum()
+    out["source"] = (f"published halo copies {copies}, twin pattern" if copies is not None
+                     else f"twin {ds.twin} at {stats['scale']} vertices")
     return out
 
 
-def model_shape(row: Row, system: System, ds: Dataset):
-    estimate = _cost_api()[0]
-    w = layer_widths(row, ds)
-    model = {"gcn": "gcn", "graphsage": "sage", "sgc": "gcn"}[row.model]   # check_row'd
-    return estimate.ModelShape(model=model, in_dim=w[0], hidden=w[1] if len(w) > 2 else w[-1],
-                               out_dim=w[-1], layers=len(w) - 1, order=system.order,
-                               layernorm=system.layernorm)
+def even_counts(ds: Dataset, parts: int, copies: float) -> dict:
+    """Balanced parts (N/P rows and arcs/P arcs each, every row labelled) needing
+    ``copies x N`` halo rows in all, the same number from every other part."""
+    n = ds.nodes / parts
+    halo = np.full((parts, parts), copies * ds.nodes / max(parts * (parts - 1), 1))
+    np.fill_diagonal(halo, 0.0)
+    return {"owned": np.full(parts, n), "labelled": np.full(parts, n),
+            "inner_arcs": np.full(parts, ds.arcs / parts), "halo_arcs": np.zeros(parts),
+            "halo_rows": halo, "source": f"published halo copies {copies}, even parts"}
 
 
-@dataclass
-class RankWork:
-    """One rank's epoch: its ledger (device kernels) and its traffic per destination."""
-
-    ledger: object
-    halo_bytes_to: np.ndarray
-    halo_msgs_to: np.ndarray
-    param_bytes: int
+# ----------------------------------------------------------------------------- counts
+def _estimate():
+    from cdfgnn.pricing import estimate
+    return estimate
 
 
-def rank_works(row: Row, counts: dict | None, scale_factor: float,
-               correction: float = 1.0) -> list[RankWork]:
-    system, ds = system_of(row), dataset_of(row)
-    shape = model_shape(row, system, ds)
-    widths = sync_widths(row, system, ds)
-    if system.kind == "single":
-        ranks = [_single_rank(ds)]
-        halo = np.zeros((1, 1))
-    else:
-        ranks, halo = _edge_cut_ranks(counts, system.boundary_rate, scale_factor, correction)
-    out = []
-    for r, rank in enumerate(ranks):
-        ledger = _cost_api()[0].estimate_ledger(shape, rank)
-        if system.precompute_first or row.model == "sgc":
-            ledger = _precomputed_first_layer(ledger, row, ds, rank.out_rows)
-        to_bytes, to_msgs = _halo_traffic(halo, r, widths)
-        out.append(RankWork(ledger, to_bytes, to_msgs, _param_bytes(row, system, ds)))
-    return out
+def model_shape(f: dict, system: System, features: int, classes: int):
+    """The estimate's ModelShape of a distributed row."""
+    est = _estimate()
+    layers, linear = f["layers"], f["linear"]
+    if f["model"] == "sgc":                  # one Linear on the cached propagation
+        layers, linear = max(layers, 1), max(layers, 1)
+    if linear > layers:
+        raise Skip("linear", linear, f"more Linear layers than layers ({layers})")
+    return est.ModelShape(MODELS[f["model"]], features, max(f["hidden"], 1), classes, layers,
+                          order=system.order, layernorm=system.layernorm, heads=f["heads"],
+                          concat_heads=system.concat_heads, exchange=system.exchange,
+                          static_first=system.static_first and f["model"] != "sgc",
+                          linear=linear)
 
 
-def _single_rank(ds: Dataset):
-    estimate = _cost_api()[0]
-    n = ds.nodes
-    # every vertex owned, one self-loop each (GraphConv's normalised A + I)
-    return estimate.RankShape(out_rows=n, in_rows=n, nnz=ds.arcs + n, self_rows=n,
-                              label_rows=n, send_rows=0, recv_rows=0)
-
-
-def halo_correction(dataset: str, counts: dict, scale: int) -> float:
-    """Published / twin halo volume in the setting of the dataset's VOLUME_FIGURES entry
-    (1.0 where none is published): the twins' METIS halos are scaled by it at every P."""
-    fig = VOLUME_FIGURES.get(dataset)
-    if fig is None:
-        return 1.0
-    stats = counts[count_key(dataset, dataset in _PEER_INDUCTIVE, fig.parts, scale)]
-    halo = np.asarray(stats["halo_rows"], dtype=np.float64) * DATASETS[dataset].nodes / scale
-    rows = 2.0 * halo.sum()          # every halo row: sent forward, its gradient backward
-    syncs = fig.layers - 1           # --use-pp: layer 0 does not sync
-    return fig.megabytes * 1e6 / (rows * syncs * fig.hidden * FLOAT_BYTES)
-
-
-def _edge_cut_ranks(counts: dict, rate: float, k: float, correction: float = 1.0):
-    """RankShapes at full size (statistics x k, halo rows x ``correction``); BNS-GCN keeps
-    ``rate`` of the boundary."""
-    estimate = _cost_api()[0]
-    halo = np.asarray(counts["halo_rows"], dtype=np.float64) * k * rate * correction
+def rank_shapes(stats: dict, rate: float):
+    """RankShapes at full size from partition statistics (BNS-GCN keeps ``rate`` of the
+    boundary: of the halo rows and their arcs); every vertex gets a self loop."""
+    est = _estimate()
+    halo = stats["halo_rows"] * rate
     ranks = []
-    for r, owned in enumerate(counts["owned"]):
-        out_rows = int(round(owned * k))
+    for r, owned in enumerate(stats["owned"]):
+        out_rows = int(round(owned))
         recv, send = halo[r].sum(), halo[:, r].sum()
-        nnz = (counts["inner_arcs"][r] + rate * counts["halo_arcs"][r]) * k + out_rows
-        ranks.append(estimate.RankShape(
+        nnz = stats["inner_arcs"][r] + rate * stats["halo_arcs"][r] + out_rows
+        ranks.append(est.RankShape(
             out_rows=out_rows, in_rows=out_rows + int(round(recv)), nnz=int(round(nnz)),
-            self_rows=out_rows, label_rows=int(round(counts["labelled"][r] * k)),
+            self_rows=out_rows, label_rows=int(round(stats["labelled"][r])),
             send_rows=int(round(send)), recv_rows=int(round(recv))))
     return ranks, halo
 
 
-def _halo_traffic(halo: np.ndarray, r: int, widths: list[int]):
-    """Bytes and messages rank r sends to each rank per epoch: forward rows its peers
-    need (``halo[q, r]``) and backward gradients of the rows it received (``halo[r, q]``),
-    at every syncing layer's width; layer 0 sends no gradients (inputs need none)."""
-    p = halo.shape[0]
-    to_bytes, to_msgs = np.zeros(p), np.zeros(p)
-    for i, w in enumerate(widths):
-        if w == 0:
-            continue
-        rows = halo[:, r] + (halo[r, :] if i > 0 else 0.0)
-        to_bytes += rows * w * FLOAT_BYTES
-        to_msgs += (halo[:, r] > 0) + ((halo[r, :] > 0) if i > 0 else 0)
-    to_bytes[r] = to_msgs[r] = 0.0
-    return to_bytes, to_msgs
+def rank_inputs(ledger, bytes_to, msgs_to, p: int, n_params: int, r: int,
+                overlap: bool) -> dict:
+    """One rank's epoch counts in the record's form (cdfgnn.pricing.epoch)."""
+    from cdfgnn.pricing.cluster import allreduce_traffic
+    red_b, red_m = allreduce_traffic(p, n_params)
+    return {"ledger": ledger.to_dict(), "vertex_bytes": [float(b) for b in bytes_to],
+            "vertex_msgs": [float(m) for m in msgs_to], "other_bytes": red_b[r],
+            "other_msgs": red_m[r], "overlap": bool(overlap)}
 
 
-def _precomputed_first_layer(ledger, row: Row, ds: Dataset, rows: int):
-    """Replace layer 0's counts by --use-pp's: one Linear on the precomputed input
-    (GraphSAGE: [x, mean(x)], 2F wide; GCN/SGC: A x, F wide), no SpMM and no sync;
-    backward computes the weight gradient only (the input needs none)."""
-    Ledger = _cost_api()[2].Ledger
-    k = 2 * ds.features if row.model == "graphsage" else ds.features
-    n = layer_widths(row, ds)[1]
-    kept = {ph: kinds for ph, kinds in ledger.to_dict().items() if ph not in ("fwd/L0", "bwd/L0")}
-    out = Ledger.from_dict(kept)
-    gemm_bytes = FLOAT_BYTES * (rows * k + k * n + rows * n)
-    out.add("fwd/L0", "dense", calls=1, flops=2 * rows * k * n, bytes=gemm_bytes)
-    out.add("fwd/L0", "elementwise", calls=1, bytes=2 * FLOAT_BYTES * rows * n)   # bias
-    out.add("bwd/L0", "dense", calls=1, flops=2 * rows * k * n, bytes=gemm_bytes)
-    out.add("bwd/L0", "elementwise", calls=1, bytes=FLOAT_BYTES * rows * n)      # bias grad
-    return out
+# ----------------------------------------------------------------------------- prepared
+@dataclass
+class Prepared:
+    """A row with its counts and cluster, ready to be priced for any constants."""
+
+    row: Row
+    half: str = ""
+    inputs: dict | None = None        # the record form, for price_counts
+    gpus: tuple = ()
+    link: object = None
+    topology: object = None
+    kernel: tuple | None = None       # (kind, fields, gpu) of a one-kernel row
+    note: str = ""
+
+    def cluster(self, eff):
+        from cdfgnn.pricing.cluster import Cluster
+        return Cluster(self.gpus, self.link, self.topology, eff)
+
+    def predict(self, eff) -> dict[str, float]:
+        """Predicted seconds per part this row publishes."""
+        from cdfgnn.pricing.record import price_counts
+        from cdfgnn.pricing.roofline import op_seconds
+        want = self.row.published
+        if self.kernel is not None:
+            kind, fields, gpu = self.kernel
+            return {"kernel": op_seconds(kind, fields, gpu, eff)}
+        m = price_counts(self.inputs, self.cluster(eff))
+        if "single-GPU epoch" in want:
+            return {"single-GPU epoch": m["epoch_s"]}
+        compute = float(np.mean(m["compute_s"]))
+        reduce = float(np.mean(m["reduce_s"]))
+        out = {"epoch": m["epoch_s"]}
+        if "compute" in want:
+            kind = compute_kind(self.row.fields["compute_def"])
+            out["compute"] = (compute if kind == "compute" else compute + reduce
+                              if kind == "+reduce" else self._priced(eff, kind))
+        if "communication" in want:
+            out["communication"] = max(m["epoch_s"] - compute - reduce, 0.0)
+        return out
+
+    def _priced(self, eff, kind: str) -> float:
+        """Mean over ranks of the priced layer phases (``fwd/bwd``) or SpMM entries."""
+        from cdfgnn.pricing.roofline import op_seconds, price
+        secs = []
+        for gpu, rk in zip(self.gpus, self.inputs["ranks"]):
+            led = rk["patterns"][0]["ledger"]
+            if kind == "spmm":
+                secs.append(sum(op_seconds("spmm", kinds["spmm"], gpu, eff)
+                                for _, kinds in sorted(led.items()) if "spmm" in kinds))
+            else:
+                secs.append(sum(v for ph, v in price(led, gpu, eff).items()
+                                if ph.startswith(("fwd/", "bwd/"))))
+        return float(np.mean(secs))
 
 
-def _param_bytes(row: Row, system: System, ds: Dataset) -> int:
-    """Bytes of the weights the gradient all-reduce sums (Linear weights, biases, LayerNorm)."""
-    w = layer_widths(row, ds)
-    total = 0
-    for i in range(len(w) - 1):
-        fan_in = w[i] * (2 if row.model == "graphsage" else 1)
-        total += fan_in * w[i + 1] + w[i + 1] * (2 if row.model == "graphsage" and
-                                                 not (i == 0 and system.precompute_first) else 1)
-        if system.layernorm and i < len(w) - 2:
-            total += 2 * w[i + 1]
-    return FLOAT_BYTES * total
-
-
-# ----------------------------------------------------------------------------- pricing
-GPU_TYPES = {"RTX 3090": "rtx3090", "V100": "v100", "V100-32GB": "v100",
-             "RTX 2080 Ti": str(GPU_DIR / "rtx2080ti.yaml")}
-HOST_LINKS = {"PCIe 3.0": ("pcie3x16", 15.75), "PCIe 4.0": ("pcie4x16", 31.5)}
-
-
-def gpu_of(row: Row):
-    """The row's GPU profile, its host link set to the row's PCIe generation."""
-    hardware = _cost_api()[1]
-    if row.gpu_type not in GPU_TYPES:
-        raise InputError(f"line {row.line}: gpu_type {row.gpu_type!r} has no profile; "
-                         f"known: {', '.join(GPU_TYPES)}")
-    gpu = hardware.get_gpu(GPU_TYPES[row.gpu_type])
-    for prefix, (link, gbps) in HOST_LINKS.items():
-        if row.interconnect.startswith(prefix):
-            gpu = dataclasses.replace(gpu, host_link=link, host_link_gbps=gbps)
-    return gpu
-
-
-def network_of(row: Row):
-    """NetworkModel of the row's servers: host-staged PCIe inside a server, Ethernet
-    between servers (``pcie4-host-staged``; a PCIe 3.0 twin of it for PCIe 3.0 rows)."""
-    from cdfgnn.comm.network import NETWORK_PROFILES, LinkProfile, NetworkModel
+def prepare_epoch_row(row: Row, ctx: "Context") -> Prepared:
     from cdfgnn.partition.base import Topology
-    if row.interconnect.startswith("PCIe 3.0"):
-        profile = LinkProfile("pcie3-host-staged", 7.875, 1.25, 7.875, 1.25, 10e-6, 50e-6,
-                              source="PCIe 3.0 x16 nominal 15.75 GB/s halved for host staging "
-                                     "(as pcie4-host-staged); 10 GbE between servers assumed")
-    else:
-        profile = NETWORK_PROFILES.get("pcie4-host-staged")
-    # the GPUs of one server share its one NIC and all send at once (every rank has
-    # halo rows on the other server): each gets 1/devices of the line rate
-    per_host = row.gpus // row.hosts
-    profile = dataclasses.replace(profile, inter_gbps=profile.inter_gbps / per_host,
-                                  inter_bcast_gbps=profile.inter_bcast_gbps / per_host)
-    return NetworkModel(Topology.for_workers(row.gpus, row.hosts), profile)
+    from cdfgnn.pricing.hardware import card_profile
+    from cdfgnn.pricing.interconnect import link_profile, parse_interconnect, with_host_link
+    f = row.fields
+    gpu = _card(row.card, card_profile, "gpu_type")
+    try:
+        ic = parse_interconnect(f["interconnect"])
+    except Exception as exc:
+        raise Skip("interconnect", f["interconnect"], _why(exc)) from None
+    gpu = with_host_link(gpu, ic)
+    if f["model"] in COPY_MODELS:
+        if f["model"] == "copy-d2d":      # read + write in device memory
+            return Prepared(row, kernel=("elementwise", {"calls": 1, "bytes": 2 * COPY_BYTES},
+                                         gpu))
+        return Prepared(row, kernel=("copy", {"calls": 1, "bytes": COPY_BYTES}, gpu))
+    ds = DATASETS.get(f["dataset"])
+    if ds is None:
+        raise Skip("dataset", f["dataset"], f"no statistics; known: {', '.join(DATASETS)}")
+    if f["gpus"] == 1:                    # one rank holding the whole graph
+        return one_gpu(row, gpu, f["system"], ds.nodes, ds.arcs + ds.nodes, ds.features,
+                       ds.classes)
+    system = system_of(f["system"])
+    shape = model_shape(f, system, ds.features, ds.classes)
+    topology = Topology.for_workers(f["gpus"], f["hosts"])
+    try:
+        link = link_profile(ic, f["backend"], gpu, topology)
+    except Exception as exc:
+        raise Skip("interconnect", f["interconnect"], _why(exc)) from None
+    regime = f["regime"] or ("inductive" if f["dataset"] in system.inductive
+                             else "transductive")
+    stats = ctx.halos(f["dataset"], regime, f["gpus"])
+    shapes, halo = rank_shapes(stats, system.boundary_rate)
+    n_params = shape.param_count()
+    est = _estimate()
+    items = []
+    for r, rank in enumerate(shapes):
+        to_b, to_m = est.halo_traffic(shape, halo, r)
+        items.append(rank_inputs(est.estimate_ledger(shape, rank), to_b, to_m, f["gpus"],
+                                 n_params, r, system.pipeline))
+    from cdfgnn.pricing.epoch import compact
+    return Prepared(row, inputs=compact([items], [0]), gpus=(gpu,) * f["gpus"], link=link,
+                    topology=topology, note=f"{regime}, halos: {stats['source']}")
+
+
+def prepare_single_row(row: Row, ctx: "Context") -> Prepared:
+    from cdfgnn.pricing.hardware import card_profile
+    f = row.fields
+    gpu = _card(row.card, card_profile, "card")
+    # arcs as the code aggregates them (the file: self loops included where added)
+    return one_gpu(row, gpu, f["system"], f["vertices"], f["arcs"], f["features"],
+                   f["classes"])
+
+
+def one_gpu(row: Row, gpu, system: str, n: int, arcs: int, features: int,
+            classes: int) -> Prepared:
+    """A one-GPU epoch: one rank holding the whole graph, the system's layer order."""
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.pricing.epoch import compact
+    from cdfgnn.pricing.interconnect import link_profile, parse_interconnect
+    f = row.fields
+    try:
+        gcn_order, sage_order, concat = single_system(system)
+    except Skip:
+        raise Skip("system", system, f"unknown; known: {', '.join(SINGLE_SYSTEMS)} "
+                   f"(first word), or {SYSTEM_HELP}") from None
+    model = MODELS[f["model"]]
+    layers = max(f["layers"], 1)
+    est = _estimate()
+    shape = est.ModelShape(model, features, max(f["hidden"], 1), classes, layers,
+                           order=sage_order if model == "sage" else gcn_order,
+                           heads=f["heads"], concat_heads=concat,
+                           linear=layers if f["model"] == "sgc" else 0)
+    rank = est.RankShape(out_rows=n, in_rows=n, nnz=arcs, self_rows=n, label_rows=n,
+                         send_rows=0, recv_rows=0)
+    item = rank_inputs(est.estimate_ledger(shape, rank), [0.0], [0.0], 1, 0, 0, False)
+    topology = Topology(1, 1)
+    link = link_profile(parse_interconnect("none"), "nccl", gpu, topology)
+    return Prepared(row, inputs=compact([[item]], [0]), gpus=(gpu,), link=link,
+                    topology=topology)
+
+
+def prepare_kernel_row(row: Row, ctx: "Context") -> Prepared:
+    from cdfgnn.pricing.hardware import card_profile
+    f = row.fields
+    gpu = _card(row.card, card_profile, "card")
+    n, nnz, w = f["vertices"], f["arcs"], f["width"]
+    fields = {"calls": 1, "flops": 2 * nnz * w, "nnz": nnz, "nnz_w": nnz * w,
+              "rows_w": n * w, "cols_w": n * w}
+    return Prepared(row, kernel=("spmm" if f["dtype"] == "fp32" else "spmm_fp64", fields, gpu))
+
+
+def _card(text: str, card_profile, col: str):
+    try:
+        return card_profile(text)
+    except Exception as exc:
+        raise Skip(col, text, _why(exc)) from None
+
+
+def _why(exc: Exception) -> str:
+    """The package's one-line message without its leading ``<what> '<value>'``."""
+    return re.sub(r"^[\w -]+ '[^']*':? ", "", str(exc)) or type(exc).__name__
 
 
 @dataclass
-class Prepared:
-    """A row with its counts, ready to be priced for any efficiency constants."""
+class Context:
+    """Where partition statistics come from and go to."""
 
-    row: Row
-    system: System
-    gpu: object
-    works: list[RankWork]
-    network: object
+    scale: int
+    cache: Path
+    data_dir: Path
+    log: Callable[[str], None] = print
 
-
-def prepare(row: Row, counts: dict, scale: int) -> Prepared:
-    system = system_of(row)
-    gpu = gpu_of(row)
-    if system.kind == "copy":
-        return Prepared(row, system, gpu, [], None)
-    ds = dataset_of(row)
-    stats, k, correction = None, 1.0, 1.0
-    if system.kind == "edge-cut":
-        stats = counts[count_key(row.dataset, row.dataset in system.inductive, row.gpus, scale)]
-        k = ds.nodes / stats["scale"]
-        correction = halo_correction(row.dataset, counts, scale)
-    works = rank_works(row, stats, k, correction)
-    return Prepared(row, system, gpu, works, network_of(row) if row.gpus > 1 else None)
+    def halos(self, dataset: str, regime: str, parts: int) -> dict:
+        return halo_source(dataset, regime, parts, self.scale, self.cache, self.data_dir,
+                           self.log)
 
 
-def predict(prep: Prepared, eff, link_bw: float = 1.0) -> tuple[float, float | None]:
-    """(epoch seconds, communication seconds) the model gives for the row; ``link_bw``
-    is the fraction of the link profile's bandwidth the row's backend sustains."""
-    pricing = _cost_api()[3]
-    if prep.system.kind == "copy":
-        return _copy_seconds(prep, eff), None
-    compute = [pricing.price(w.ledger, prep.gpu, eff)["total"] for w in prep.works]
-    if prep.network is None:
-        return max(compute), None
-    vertex, reduce = _comm_seconds(prep, eff, link_bw)
-    if prep.system.pipeline:
-        per_rank = [max(c, v) + r for c, v, r in zip(compute, vertex, reduce)]
-        exposed = [max(0.0, v - c) for c, v in zip(compute, vertex)]
-        return max(per_rank), max(exposed)
-    return max(c + v + r for c, v, r in zip(compute, vertex, reduce)), max(vertex)
+PREPARERS = {"epoch": prepare_epoch_row, "single": prepare_single_row,
+             "kernel": prepare_kernel_row}
 
 
-def _copy_seconds(prep: Prepared, eff) -> float:
-    pricing = _cost_api()[3]
-    if prep.row.model == "copy-d2d":      # read + write in device memory
-        return pricing.op_seconds("elementwise", {"calls": 1, "bytes": 2 * COPY_BYTES},
-                                  prep.gpu, eff)
-    return pricing.op_seconds("copy", {"calls": 1, "bytes": COPY_BYTES}, prep.gpu, eff)
-
-
-def _link_seconds(net, r: int, bytes_to, msgs_to, link_bw: float) -> float:
-    """NetworkModel seconds with the bandwidth term divided by ``link_bw``."""
-    zeros = np.zeros_like(bytes_to)
-    return (net.comm_seconds(r, zeros, msgs_to)
-            + net.comm_seconds(r, bytes_to, np.zeros_like(msgs_to)) / link_bw)
-
-
-def _comm_seconds(prep: Prepared, eff, link_bw: float) -> tuple[list[float], list[float]]:
-    """Per rank: halo exchange and gradient all-reduce seconds. Gloo stages every byte
-    through host memory (device-to-host before sending, host-to-device after receiving)."""
-    pricing = _cost_api()[3]
-    net, p = prep.network, prep.row.gpus
-    sent = np.stack([w.halo_bytes_to for w in prep.works])
-    staged = prep.row.backend == "gloo"
-    vertex, reduce = [], []
-    for r, w in enumerate(prep.works):
-        v = _link_seconds(net, r, w.halo_bytes_to, w.halo_msgs_to, link_bw)
-        if staged:
-            v += pricing.host_copy_seconds(sent[r].sum() + sent[:, r].sum(), prep.gpu, eff)
-        vertex.append(v)
-        ring_bytes, ring_msgs = np.zeros(p), np.zeros(p)
-        ring_bytes[(r + 1) % p] = 2.0 * (p - 1) / p * w.param_bytes
-        ring_msgs[(r + 1) % p] = 2 * (p - 1)
-        red = _link_seconds(net, r, ring_bytes, ring_msgs, link_bw)
-        if staged:
-            red += pricing.host_copy_seconds(2 * w.param_bytes, prep.gpu, eff)
-        reduce.append(red)
-    return vertex, reduce
-
-
-# ------------------------------------------------------------------- split, fit, report
-FITTED = ("dense_flop", "stream_bw", "spmm_bw", "host_copy_bw", "launch", "link_bw")
-#: multipliers tried per constant and round: 0.25x .. 4x, log-spaced
-STEPS = tuple(float(x) for x in np.exp(np.linspace(math.log(0.25), math.log(4.0), 17)))
-MAX_ROUNDS = 30
-
-
-@dataclass(frozen=True)
-class Constants:
-    """What the fit adjusts: the pricing's Efficiency and ``link_bw``, the fraction of the
-    link profiles' bandwidth the peers' gloo exchanges sustain (this benchmark's own:
-    ``Efficiency`` has no network field)."""
-
-    eff: object
-    link_bw: float = 1.0
-
-    def get(self, key: str) -> float:
-        return self.link_bw if key == "link_bw" else getattr(self.eff, key)
-
-    def but(self, key: str, value: float) -> "Constants":
-        if key == "link_bw":
-            return dataclasses.replace(self, link_bw=value)
-        return dataclasses.replace(self, eff=self.eff.but(**{key: value}))
-
-
-def split_halves(rows: list[Row]) -> tuple[list[Row], list[Row]]:
-    """Deterministic split, stratified by system: each system's rows in CRC order of
-    their ``source`` text, alternately to calibration and validation (calibration
-    first), so every kind of measurement is in both halves. Never looks at a row's
-    numbers."""
-    calib, valid = [], []
-    for system in sorted({r.system for r in rows}):
-        mine = sorted((r for r in rows if r.system == system),
-                      key=lambda r: (zlib.crc32(r.source.encode()), r.source))
-        calib.extend(mine[0::2])
-        valid.extend(mine[1::2])
-    return calib, valid
-
-
-def log_errors(preps: list[Prepared], c: Constants) -> list[float]:
-    """Log ratios predicted / published: epoch of every row, communication where given."""
+def prepare_all(rows: list[Row], schema: str, ctx: Context) -> list[Prepared]:
     out = []
-    for prep in preps:
-        epoch, comm = predict(prep, c.eff, c.link_bw)
-        out.append(math.log(epoch / prep.row.epoch_s))
-        if comm is not None and prep.row.comm_s:
-            out.append(math.log(max(comm, 1e-9) / prep.row.comm_s))
+    for row in rows:
+        try:
+            out.append(PREPARERS[schema](row, ctx))
+        except Skip as exc:
+            ctx.log(f"skipped {row.file} line {row.line}: {exc}")
     return out
 
 
-def fit(preps: list[Prepared], c: Constants) -> tuple[Constants, float]:
-    """Coordinate search over FITTED minimising the mean squared log ratio on ``preps``
-    (the calibration half only)."""
-    def loss(trial: Constants) -> float:
-        errs = log_errors(preps, trial)
-        return sum(x * x for x in errs) / len(errs)
-
-    best = loss(c)
-    for _ in range(MAX_ROUNDS):
-        improved = False
-        for key in FITTED:        # the best multiplier of this constant, others fixed
-            for value in [c.get(key) * step for step in STEPS]:
-                if not _in_bounds(key, value):
-                    continue
-                trial = c.but(key, value)
-                trial_loss = loss(trial)
-                if trial_loss < best - 1e-9:
-                    c, best, improved = trial, trial_loss, True
-        if not improved:
-            break
-    return c, best
+# ------------------------------------------------------------------- split, fit, report
+def split_halves(items: list, source=lambda it: it.row.source, line=lambda it: it.row.key,
+                 ) -> tuple[list, list]:
+    """Stratified by source: the items of each source group in CRC order of their source
+    text, alternately to calibration and validation (groups in CRC order, the alternation
+    carried across groups, so an odd group's extra row goes to either half). Never looks
+    at a number."""
+    groups: dict[str, list] = {}
+    for it in items:
+        groups.setdefault(source_group(source(it)), []).append(it)
+    calib, valid, turn = [], [], 0
+    for g in sorted(groups, key=lambda g: (zlib.crc32(g.encode()), g)):
+        for it in sorted(groups[g], key=lambda it: (zlib.crc32(source(it).encode()),
+                                                     source(it), line(it))):
+            (calib if turn == 0 else valid).append(it)
+            turn ^= 1
+    return calib, valid
 
 
-#: the range each constant may take: physically plausible fractions of a peak (a
-#: bandwidth-bound kernel below 30% of DRAM bandwidth, or gloo below 5% of the line rate,
-#: would mean the model misses a cost, not that the device is that slow)
-BOUNDS = {"dense_flop": (0.2, 1.0), "stream_bw": (0.3, 1.0), "spmm_bw": (0.1, 1.5),
-          "host_copy_bw": (0.1, 1.0), "launch": (0.5, 20.0), "link_bw": (0.05, 1.0)}
+def ratio(pred: float, pub: float, part: str, row: Row) -> float:
+    """predicted / published; compute and communication below FLOOR x the row's epoch
+    count as FLOOR x epoch (a published 0 is a value)."""
+    if part in ("compute", "communication"):
+        floor = FLOOR * row.published["epoch"]
+        return max(pred, floor) / max(pub, floor)
+    return max(pred, 1e-12) / pub
 
 
-def _in_bounds(key: str, value: float) -> bool:
-    low, high = BOUNDS[key]
-    return low <= value <= high
-
-
-def ratio_summary(ratios: list[float]) -> tuple[float, float, float, float]:
-    """(median ratio, median |log ratio|, 80th percentile |log ratio|, share within 2x)."""
-    logs = np.abs(np.log(np.asarray(ratios)))
-    within = float(np.mean(logs <= math.log(2.0) + 1e-12))
-    return (float(np.median(ratios)), float(np.median(logs)), float(np.percentile(logs, 80)),
-            within)
-
-
-def report(preps: list[Prepared], calib_ids: set[int], c: Constants) -> list[str]:
-    lines = [f"{'line':>4} {'half':5} {'system':26} {'dataset':15} {'model':9} {'P':>2}x{'H':<1} "
-             f"{'gpu':11} {'epoch pub':>9} {'pred':>9} {'ratio':>6} {'comm pub':>9} "
-             f"{'pred':>9} {'ratio':>6}"]
-    halves: dict[str, dict[str, list[float]]] = {"calibration": {"epoch": [], "comm": []},
-                                                 "validation": {"epoch": [], "comm": []}}
+def part_ratios(preps: list[Prepared], eff) -> dict[str, list[tuple[Prepared, float, float]]]:
+    """Per part: (row, predicted, ratio) of every row that publishes it."""
+    out: dict[str, list] = {p: [] for p in PARTS}
     for prep in preps:
-        row = prep.row
-        half = "calibration" if row.line in calib_ids else "validation"
-        epoch, comm = predict(prep, c.eff, c.link_bw)
-        halves[half]["epoch"].append(epoch / row.epoch_s)
-        comm_txt = f"{'-':>9} {'-':>9} {'-':>6}"
-        if comm is not None and row.comm_s:
-            halves[half]["comm"].append(max(comm, 1e-9) / row.comm_s)
-            comm_txt = f"{row.comm_s:9.4f} {comm:9.4f} {max(comm, 1e-9) / row.comm_s:6.2f}"
-        lines.append(f"{row.line:4d} {half[:5]:5} {row.system[:26]:26} {row.dataset[:15]:15} "
-                     f"{row.model[:9]:9} {row.gpus:2d}x{row.hosts:<1d} {row.gpu_type[:11]:11} "
-                     f"{row.epoch_s:9.4f} {epoch:9.4f} {epoch / row.epoch_s:6.2f} {comm_txt}")
-    lines.append("")
-    for half, data in halves.items():
-        for what, ratios in data.items():
-            if ratios:
-                med, mlog, p80, within = ratio_summary(ratios)
-                lines.append(f"{half} {what}: {len(ratios)} rows, median ratio {med:.3f}, "
-                             f"median |log ratio| {mlog:.3f}, 80th percentile |log ratio| "
-                             f"{p80:.3f}, within 2x {100 * within:.0f}%")
-    for half, data in halves.items():
-        med, _, _, within = ratio_summary(data["epoch"]) if data["epoch"] else (math.nan, 0, 0, 0)
-        lines.append(f"{half}: {len(data['epoch'])} rows, median ratio {med:.3f}, "
-                     f"within 2x: {100 * within:.0f}%")
+        pred = prep.predict(eff)
+        for part, pub in prep.row.published.items():
+            if part in pred:
+                out[part].append((prep, pred[part], ratio(pred[part], pub, part, prep.row)))
+    return out
+
+
+def loss(preps: list[Prepared], eff) -> float:
+    """Mean over parts (that have rows) of the mean absolute log ratio: the targets are a
+    median and a share within 2x, so a few rows off by 10x must not pull every constant
+    (a squared loss would)."""
+    per = [np.mean([abs(math.log(r)) for _, _, r in rows])
+           for rows in part_ratios(preps, eff).values() if rows]
+    return float(np.mean(per)) if per else 0.0
+
+
+def fit(preps: list[Prepared], eff):
+    """The constants of ``eff`` that the rows depend on, fitted within FIT_BOUNDS
+    (Powell on their logarithms, restarted from its optimum while that still gains);
+    returns (constants, loss, fitted names)."""
+    from scipy.optimize import minimize
+
+    from cdfgnn.pricing.efficiency import FIT_BOUNDS
+    base = loss(preps, eff)
+    names = []
+    for key in FIT_BOUNDS:                   # only what some row depends on
+        low, high = FIT_BOUNDS[key]
+        start = min(max(getattr(eff, key), max(low, 1e-3)), high)
+        probe = min(max(start * 1.5 if start * 1.5 <= high else start / 1.5, low), high)
+        if abs(loss(preps, eff.but(**{key: probe})) - loss(preps, eff.but(**{key: start})
+                                                            )) > 1e-12:
+            names.append(key)
+    if not names:
+        return eff, base, names
+    lo = np.log([max(FIT_BOUNDS[k][0], 1e-3) for k in names])
+    hi = np.log([FIT_BOUNDS[k][1] for k in names])
+    # start inside the box: Powell's line searches do not leave a bound they start on
+    x = np.clip(np.log([max(getattr(eff, k), 1e-3) for k in names]),
+                lo + 0.05 * (hi - lo), hi - 0.05 * (hi - lo))
+
+    def trial(x):
+        return eff.but(**{k: float(np.exp(v)) for k, v in zip(names, x)})
+
+    best = math.inf
+    for _ in range(RESTARTS):              # a fresh direction set each time, until stuck
+        res = minimize(lambda x: loss(preps, trial(x)), x, method="Powell",
+                       bounds=list(zip(lo, hi)), options={"xtol": 1e-3, "ftol": 1e-6,
+                                                          "maxfev": 4000})
+        x, gain = res.x, best - res.fun
+        best = res.fun
+        if gain < 1e-4:
+            break
+    fitted = trial(x)
+    return fitted, loss(preps, fitted), names
+
+
+#: Powell runs from the last optimum, while one still gains
+RESTARTS = 4
+
+
+def summary(rows: list[tuple]) -> tuple[int, float, float]:
+    """(N, median ratio, share within 2x)."""
+    if not rows:
+        return 0, math.nan, math.nan
+    r = np.asarray([x[2] for x in rows])
+    within = float(np.mean(np.abs(np.log(r)) <= math.log(2.0) + 1e-12))
+    return len(r), float(np.median(r)), within
+
+
+def summary_line(label: str, rows: list[tuple]) -> str:
+    n, med, within = summary(rows)
+    if not n:
+        return f"{label}: 0 rows, median ratio -, within 2x: -"
+    return f"{label}: {n} rows, median ratio {med:.3f}, within 2x: {100 * within:.0f}%"
+
+
+def row_label(prep: Prepared) -> str:
+    f, row = prep.row.fields, prep.row
+    if "graph" in f:
+        return f"{f['graph'][:22]} w{f['width']} {f['kernel'][:18]}"
+    if "vertices" in f:
+        return f"{f['system'][:14]} {f['dataset'][:13]} {f['model']}x{f['layers']}"
+    return (f"{f['system'][:16]} {f['dataset'][:13]} {f['model']} P{f['gpus']}/{f['hosts']}"
+            f" {f['backend']}")
+
+
+def table(parts: dict[str, list], halves: dict[str, str]) -> list[str]:
+    lines = []
+    for part, rows in parts.items():
+        if not rows:
+            continue
+        lines.append(f"-- {part}")
+        lines.append(f"{'row':32} {'half':5} {'what':48} {'card':8} {'published':>10} "
+                     f"{'predicted':>10} {'ratio':>6}")
+        for prep, pred, r in rows:
+            pub = prep.row.published[part]
+            lines.append(f"{prep.row.key[:32]:32} {halves.get(prep.row.key, '')[:5]:5} "
+                         f"{row_label(prep)[:48]:48} {prep.row.card[:8]:8} {pub:10.5f} "
+                         f"{pred:10.5f} {r:6.2f}")
     return lines
 
 
-def efficiency_text(eff, link_bw: float, command: str) -> str:
-    """The fitted constants as efficiency.yaml (same keys and order as the dataclass)."""
-    stamp = time.strftime("%Y-%m-%d", time.gmtime())
-    head = ["# Efficiency constants of the roofline pricing (cdfgnn/cost/pricing.py), in one place.",
-            f"# Fitted by `{command}` on {stamp} (UTC) on the calibration half",
-            "# of benchmarks/data/published_epochs.csv; the validation half was not used.",
-            "# dense_flop, stream_bw, spmm_bw, host_copy_bw, launch are fitted; use_tf32 and",
-            "# spmm_reuse keep their starting values. Figures: docs/results.md, 'Time model validation'.",
-            f"# The same fit gives link_bw = {link_bw:.4g} (fraction of the link profiles' bandwidth the",
-            "# peers' gloo exchanges sustain); Efficiency has no network field, so it is not stored here."]
-    body = []
-    for key, value in eff.describe().items():
-        if isinstance(value, bool):
-            body.append(f"{key}: {'true' if value else 'false'}")
-        elif isinstance(value, float):
-            body.append(f"{key}: {value:.4g}")
-        else:
-            body.append(f"{key}: {json.dumps(value)}")
-    return "\n".join(head + body) + "\n"
+# ----------------------------------------------------------------------------- modes
+def load_rows(paths: list[Path], log: Callable[[str], None]) -> list[tuple[str, Row]]:
+    """(schema, row) of every priceable row of ``paths``. A one-GPU row of an epoch file
+    whose epoch the single-GPU file also holds is counted once (dropped here)."""
+    out = []
+    for path in paths:
+        schema = schema_of(path)
+        out += [(schema, row) for row in read_rows(path, schema, log)]
+    singles = {_single_key(row) for schema, row in out if schema == "single"}
+    kept = []
+    for schema, row in out:
+        if schema == "epoch" and "single-GPU epoch" in row.published and \
+                _single_key(row) in singles:
+            log(f"skipped {row.file} line {row.line}: gpus 1: the same epoch is in "
+                f"{SINGLE_FILE}")
+            continue
+        kept.append((schema, row))
+    return kept
+
+
+def _single_key(row: Row) -> tuple:
+    f = row.fields
+    return (row.card, f.get("dataset"), f.get("model"),
+            round(row.published.get("single-GPU epoch", 0.0), 6))
+
+
+def load_parts(paths: list[Path], ctx: Context) -> list[Prepared]:
+    """Every row of ``paths`` prepared (skipped with one line where it cannot be)."""
+    return [p for schema, row in load_rows(paths, ctx.log)
+            for p in prepare_all([row], schema, ctx)]
+
+
+def default_files(data_dir: Path) -> list[Path]:
+    return [data_dir / n for n in (KERNEL_FILE, SINGLE_FILE, *EPOCH_FILES)
+            if (data_dir / n).is_file()]
+
+
+def family(prep: Prepared) -> str:
+    """kernel, single or epoch: which rows a split is stratified within."""
+    return ("kernel" if "kernel" in prep.row.published else
+            "single" if "single-GPU epoch" in prep.row.published else "epoch")
+
+
+def calibrate(args, ctx: Context) -> int:
+    from cdfgnn.pricing import efficiency
+    files = [Path(p) for p in args.published] if args.published else \
+        default_files(Path(args.data_dir))
+    preps = load_parts(files, ctx)
+    if args.build_counts:
+        return 0
+    families: dict[str, list] = {}
+    for prep in preps:
+        families.setdefault(family(prep), []).append(prep)
+    halves: dict[str, str] = {}
+    for fam in families.values():
+        calib, valid = split_halves(fam)
+        halves.update({p.row.key: "calibration" for p in calib})
+        halves.update({p.row.key: "validation" for p in valid})
+    calib = [p for p in preps if halves[p.row.key] == "calibration"]
+    start = efficiency.load_efficiency()
+    t0 = time.process_time()
+    fitted, best, names = fit(calib, start)
+    print(f"rows: {len(preps)} priced ({len(calib)} calibration); fitted "
+          f"{', '.join(names) or 'nothing'} in {time.process_time() - t0:.0f} s CPU, "
+          f"calibration loss {best:.4f} (start {loss(calib, start):.4f})")
+    print("constants: " + ", ".join(f"{k}={getattr(fitted, k):.4g}" for k in names))
+    if args.write_efficiency:
+        n = {h: sum(halves[p.row.key] == h for p in preps) for h in HALVES}
+        header = ["Efficiency constants of the device model (cdfgnn/pricing/), in one place.",
+                  f"Fitted by `python benchmarks/time_model.py --write-efficiency` on "
+                  f"{time.strftime('%Y-%m-%d', time.gmtime())} (UTC): {', '.join(names)},",
+                  f"on the calibration halves of every part ({n['calibration']} rows; "
+                  f"{n['validation']} validation rows not used); the others keep their values."]
+        fitted = fitted.but(source=f"fitted by benchmarks/time_model.py on "
+                                   f"{n['calibration']} calibration rows")
+        efficiency.write_efficiency(fitted, header=header)
+        print(f"wrote {efficiency.EFFICIENCY_FILE}")
+    parts = part_ratios(preps, fitted)
+    for line in table(parts, halves):
+        print(line)
+    print("")
+    for half in HALVES:
+        for part in PARTS:
+            mine = [x for x in parts[part] if halves[x[0].row.key] == half]
+            print(summary_line(f"{half} {part}", mine))
+    return 0
+
+
+def frozen(args, ctx: Context) -> int:
+    """Price ``--published`` with the stored constants; last line ``held-out: ...``."""
+    from cdfgnn.pricing.efficiency import load_efficiency
+    eff = load_efficiency()
+    main_rows = []
+    for prep in load_parts([Path(p) for p in args.published], ctx):
+        pred = prep.predict(eff)
+        cells = [f"{part} {pred[part]:.5f}/{prep.row.published[part]:.5f}"
+                 for part in PARTS if part in prep.row.published and part in pred]
+        print(f"{prep.row.key}: {row_label(prep)}: predicted/published "
+              + ", ".join(cells))
+        head = MAIN_PART[family(prep)]
+        main_rows.append((prep, pred[head], ratio(pred[head], prep.row.published[head],
+                                                  head, prep.row)))
+    print(summary_line("held-out", main_rows))
+    return 0
+
+
+#: the part a held-out row's ratio is taken of
+MAIN_PART = {"kernel": "kernel", "single": "single-GPU epoch", "epoch": "epoch"}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--published", default=str(DEFAULT_CSV), help="CSV of published measurements")
+    ap.add_argument("--data-dir", default=str(DATA_DIR),
+                    help="folder of kernel_spmm.csv, single_gpu_epochs.csv, "
+                         "published_epochs*.csv, real_partition_stats.csv")
+    ap.add_argument("--published", nargs="+", default=None,
+                    help="CSV file(s) to price instead of the data folder's")
+    ap.add_argument("--frozen", action="store_true",
+                    help="price --published with the stored constants, no fit")
     ap.add_argument("--scale", type=int, default=100_000,
                     help="vertices of the scaled twins behind the partition statistics")
     ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="partition statistics cache")
     ap.add_argument("--build-counts", action="store_true",
-                    help="only build (and time) the missing partition statistics, then exit")
+                    help="only build the missing partition statistics, then exit")
     ap.add_argument("--write-efficiency", action="store_true",
-                    help="write the fitted constants to cdfgnn/cost/efficiency.yaml")
+                    help="store the fitted constants in cdfgnn/pricing/efficiency.yaml")
     args = ap.parse_args(argv)
-    try:
-        rows = read_published(args.published)
-        for row in rows:
-            check_row(row)
-        counts = load_counts(rows, args.scale, Path(args.cache), verbose=True)
-        if args.build_counts:
-            return 0
-        preps = [prepare(row, counts, args.scale) for row in rows]
-    except InputError as exc:
-        print(f"time_model: {exc}", file=sys.stderr)
-        return 2
+    ctx = Context(args.scale, Path(args.cache), Path(args.data_dir))
     from cdfgnn.errors import CdfgnnError
     try:
-        for name in sorted({r.dataset for r in rows if r.dataset in VOLUME_FIGURES}):
-            print(f"halo rows of {name}: twin x {halo_correction(name, counts, args.scale):.3f} "
-                  f"to match {VOLUME_FIGURES[name].source}")
-        return _calibrate_and_report(args, rows, preps)
-    except CdfgnnError as exc:
+        if args.frozen:
+            if not args.published:
+                raise InputError("--frozen needs --published FILE")
+            return frozen(args, ctx)
+        return calibrate(args, ctx)
+    except (InputError, CdfgnnError) as exc:
         print(f"time_model: {exc}", file=sys.stderr)
         return 2
-
-
-def _calibrate_and_report(args, rows: list[Row], preps: list[Prepared]) -> int:
-    efficiency = _cost_api()[4]
-    calib, _ = split_halves(rows)
-    calib_ids = {row.line for row in calib}
-    start = Constants(efficiency.load_efficiency())
-    fitted, loss = fit([p for p in preps if p.row.line in calib_ids], start)
-    eff = fitted.eff.but(source=f"fitted by benchmarks/time_model.py on {len(calib)} calibration "
-                                f"rows of {Path(args.published).name}")
-    print(f"published rows: {len(rows)} from {len({r.system for r in rows})} systems; "
-          f"partition statistics from twins at {args.scale} vertices, scaled to full size")
-    print("fitted constants (calibration half, mean squared log ratio "
-          f"{loss:.4f}): " + ", ".join(f"{k}={fitted.get(k):.4g}" for k in FITTED))
-    if args.write_efficiency:
-        from cdfgnn.fileio import atomic_write_bytes
-        command = "python benchmarks/time_model.py --write-efficiency"
-        atomic_write_bytes(efficiency.EFFICIENCY_FILE,
-                           efficiency_text(eff, fitted.link_bw, command).encode())
-        print(f"wrote {efficiency.EFFICIENCY_FILE}")
-    for line in report(preps, calib_ids, fitted):
-        print(line)
-    return 0
 
 
 if __name__ == "__main__":

@@ -54,3 +54,36 @@ def graph_file(tmp_path_factory, small_graph) -> str:
     path = tmp_path_factory.mktemp("small-graph") / "graph.npz"
     small_graph.save(path)
     return str(path)
+
+
+@pytest.fixture
+def two_hosts():
+    """Two namespaced hosts joined by a veth pair shaped to 1 Gbit/s (cdfgnn.comm.netns);
+    skips naming why where they cannot be made (needs root, ``ip`` and ``tc``). Every
+    process left in them is killed and both are deleted, even when the test fails."""
+    from cdfgnn.comm import netns
+
+    reason = netns.unavailable()
+    if reason:
+        pytest.skip(reason)
+    hosts = netns.TwoHosts()
+    try:
+        try:
+            hosts.build()
+        except OSError as exc:
+            pytest.skip(f"cannot make network namespaces here: {exc}")
+        yield hosts
+    finally:
+        hosts.destroy()
+        assert not hosts.exists()
+
+
+@pytest.fixture(scope="session")
+def smoke_tree(tmp_path_factory):
+    """configs/smoke.yaml built once per session (interrupted, then resumed: tests/smoke.py),
+    shared by tests/test_pipeline.py and tests/test_readme_commands.py."""
+    from smoke import build_smoke_tree
+
+    work = tmp_path_factory.mktemp("smoke") / "work"
+    work.mkdir()
+    return build_smoke_tree(work)

@@ -7,7 +7,7 @@ import torch
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import build_strategy
-from cdfgnn.methods.jaca import Pool
+from cdfgnn.methods.jaca_pool import Pool
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training
 
@@ -129,7 +129,7 @@ def test_jaca_bad_parameters_name_the_value(params, match):
 
 # ------------------------------------------------------------------ device profiles
 def test_device_profiles_scale_modelled_time(graph_file):
-    from cdfgnn.comm.devices import factors, parse_devices
+    from cdfgnn.pricing.devices import factors, parse_devices
 
     slow, xfer = factors(parse_devices("x4", 4), 4)
     assert slow[0] == pytest.approx(1.0) and slow[2] > 1.0 and xfer[3] == pytest.approx(
@@ -146,7 +146,7 @@ def test_device_profiles_scale_modelled_time(graph_file):
 
 
 def test_bad_devices_are_named():
-    from cdfgnn.comm.devices import parse_devices
+    from cdfgnn.pricing.devices import parse_devices
 
     with pytest.raises(CdfgnnError, match=r"unknown device profile 'h999'; valid:"):
         TrainConfig(workers=4, devices="r9,h999,r9,r9").validate()
@@ -157,7 +157,7 @@ def test_bad_devices_are_named():
 
 def test_profile_command_writes_a_loadable_profile(tmp_path):
     from cdfgnn.cli import main
-    from cdfgnn.comm.devices import get_device
+    from cdfgnn.pricing.devices import get_device
 
     out = tmp_path / "me.yaml"
     assert main(["profile", "--size", "64", "--repeats", "2", "--out", str(out)]) == 0
@@ -168,7 +168,7 @@ def test_profile_command_writes_a_loadable_profile(tmp_path):
 # ------------------------------------------------------------------ RAPA and CaPGNN
 def test_rapa_pruning_balances(graph_file, small_graph):
     """(``prune=false`` equals the oracle: tests/test_degenerate.py.)"""
-    from cdfgnn.comm.devices import parse_devices
+    from cdfgnn.pricing.devices import parse_devices
     from cdfgnn.methods.rapa import rapa_prune
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology

@@ -1,7 +1,7 @@
 """The `cdfgnn` command line: each subcommand end to end on small inputs, and bad input.
 
 Bad input must give ``cdfgnn: error: <message naming the input>`` on stderr, exit
-code 2, no traceback and no output file (docs/architecture.md, Conventions; issue 2 "Bad input").
+code 2, no traceback and no output file (docs/architecture.md, Conventions: "Failures are loud and early").
 """
 from __future__ import annotations
 
@@ -194,6 +194,51 @@ def test_train_bad_input(files, runs, tmp_path, capsys):
     err = bad(capsys, "train", "--epochs", 1, "--out", out)
     assert "--dataset" in err and "--graph" in err
     assert not out.exists()
+
+
+# ------------------------------------------------------------ chained commands
+def _learning(path: Path) -> tuple:
+    """What a run computes (losses, metrics, traffic), not what it measured (times)."""
+    rec = json.loads(path.read_text())
+    return ([(e["loss"], e["train"], e["val"], e["test"]) for e in rec["epochs"]],
+            rec["comm"]["by_tag"], rec["comm"]["exact_rows"])
+
+
+def test_chained_runs_equal_runs_made_alone(files, runs, tmp_path, capsys):
+    """`train ... --then train ...` (the pipeline's batched jobs) runs each command as if
+    alone: what a run learns and sends does not depend on what ran before it in the
+    process (dropout and BNS-GCN's sampling draw random numbers)."""
+    common = ["train", "--graph", files / "g.npz", "--partition", runs / "metis.npz",
+              "--epochs", 3, "--warmup", 1, "--hidden", 8, "--dropout", 0.3, "--seed", 1]
+    chained = [*common, "--method", "exact", "--out", tmp_path / "a.json", "--then",
+               *common, "--method", "bns-gcn", "--out", tmp_path / "b.json"]
+    code, out, err = cli(capsys, *chained)
+    assert code == 0, err
+    assert len(out.strip().splitlines()) == 2          # one summary line per run
+    code, _, err = cli(capsys, *common, "--method", "bns-gcn", "--out", tmp_path / "alone.json")
+    assert code == 0, err
+    assert _learning(tmp_path / "b.json") == _learning(tmp_path / "alone.json")
+    assert json.loads((tmp_path / "a.json").read_text())["config"]["method"] == "exact"
+
+
+def test_chained_commands_are_all_checked_before_the_first_runs(files, tmp_path, capsys):
+    """A bad flag in a later command writes nothing (argparse ends the process with 2);
+    bad input found while a command runs ends the chain there, with its one line."""
+    part = ["partition", "--graph", files / "g.npz", "--partitioner", "random", "--workers", 2]
+    with pytest.raises(SystemExit) as stop:
+        cli(capsys, *part, "--out", tmp_path / "a.npz", "--then", *part,
+            "--out", tmp_path / "b.npz", "--bogus-flag")
+    assert stop.value.code == 2 and not (tmp_path / "a.npz").exists()
+    assert "unrecognized arguments: --bogus-flag" in capsys.readouterr().err
+    err = bad(capsys, *part, "--out", tmp_path / "a.npz", "--then", "partition", "--graph",
+              tmp_path / "missing.npz", "--partitioner", "random", "--workers", 2, "--out",
+              tmp_path / "b.npz", "--then", *part, "--out", tmp_path / "c.npz")
+    assert "missing.npz" in err
+    assert (tmp_path / "a.npz").is_file()               # made before the failing command
+    assert not (tmp_path / "b.npz").exists() and not (tmp_path / "c.npz").exists()
+    with pytest.raises(SystemExit):                     # an empty command is no command
+        cli(capsys, *part, "--out", tmp_path / "d.npz", "--then")
+    assert not (tmp_path / "d.npz").exists()
 
 
 def test_no_traceback_from_console_script(tmp_path):
@@ -402,3 +447,61 @@ def test_train_flags_are_the_trainconfig_fields():
 def test_bench_unknown_lists_scripts(capsys):
     err = bad(capsys, "bench", "no_such_benchmark")
     assert "no_such_benchmark" in err and "valid:" in err
+
+
+# ------------------------------------------------------------------ help
+def _help(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    import re
+    # unwrapped: argparse breaks lines at spaces and after hyphens ("synth-\narxiv")
+    return re.sub(r"(\w)- (\w)", r"\1-\2", " ".join(capsys.readouterr().out.split()))
+
+
+def test_train_help_shows_defaults_and_valid_values(capsys):
+    text = _help(capsys, "train")
+    for default in ("(default: exact)", "(default: metis)", "(default: synth-arxiv)",
+                    "(default: gcn)", "(default: cdfgnn-table2)", "(default: 50)",
+                    "(default: thread)", "(default: cpu)", "(default: 10 10)",
+                    "(default: true)"):
+        assert default in text, default
+    import cdfgnn.methods  # noqa: F401
+    from cdfgnn.methods.base import METHODS
+    for name in ("methods", "partitioners", "datasets", "models", "networks", "devices"):
+        assert f"`cdfgnn list {name}`" in text, name
+    assert all(m in text for m in METHODS.names())
+    for value in ("ebv", "synth-reddit", "sage", "rapidgnn-chameleon", "a100-80", "x4"):
+        assert value in text, value
+    # where a run executes and what it is priced on are told apart
+    execution, pricing = text.index("execution (where"), text.index("pricing (what")
+    assert execution < text.index("--device DEVICE", execution) < pricing \
+        < text.index("--devices DEVICES", pricing)
+
+
+def test_every_option_of_every_command_has_help():
+    from cdfgnn.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.choices and isinstance(a.choices, dict))
+    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+               for name, p in sub.choices.items() for action in p._actions
+               if not action.help]
+    assert missing == []
+
+
+def test_compare_help_names_its_defaults(capsys):
+    text = _help(capsys, "compare")
+    for needle in ("--epochs EPOCHS epochs per method (default: 20)", "--hidden HIDDEN hidden "
+                   "width (default: 64)", "--timing-only", "accuracy unmeasured",
+                   "--lr LR Adam learning rate (default: 0.01)"):
+        assert needle in text, needle
+
+
+def test_list_prints_the_valid_names(capsys):
+    code, out, _ = cli(capsys, "list", "partitioners")
+    assert code == 0 and "metis" in out.split() and "ebv" in out.split()
+    code, out, _ = cli(capsys, "list")
+    assert code == 0 and "methods:" in out and "  exact" in out
+    code, _, err = cli(capsys, "list", "gpus")
+    assert code == 2 and err.count("\n") == 1 and "valid: methods" in err

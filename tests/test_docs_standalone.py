@@ -64,3 +64,96 @@ def test_architecture_doc_defines_the_metrics_and_cites_the_papers():
                    "## Papers cited", "arXiv 2408.00232", "arXiv 2308.03209",
                    "arXiv 2509.05207", "arXiv 2303.01277", "Neurocomputing"):
         assert needed in text, needed
+
+
+# ------------------------------------------ no pointer to an issue, a work item, a snapshot
+#: "issue 21", "issue #3", "issue-11", "the issue's", "issue target", "item 5", "items 1-4",
+#: "work item", "snapshot": words that point at a tracker or a copy outside the repository
+#: ("a rank issues a kernel" and "issue order" are plain English and pass)
+OUTSIDE = re.compile(r"\bissues?\s*#?\d+|\bissue-\d+|\bissue['’]s\b|\bissue targets?\b"
+                     r"|\bitems?\s+\d+|\bwork items?\b|\bsnapshots?\b", re.IGNORECASE)
+#: what a reader reads: every markdown/reST page and the notebook, the config comments, and
+#: the claims texts (every report module writes its claims, notes and captions from source)
+READ = ("*.md", "*.rst", "*.ipynb", "configs/*.yaml", "configs/*/*.yaml", "cdfgnn/report/*.py")
+
+
+def _read_files() -> list[Path]:
+    files = {p for pattern in READ for p in ROOT.glob(pattern)} | set(ROOT.glob("docs/*.md"))
+    tracked = set(_tracked_files())
+    return sorted(p for p in files if p in tracked)
+
+
+def outside_pointers(text: str) -> list[str]:
+    """``"<line number>: <line>"`` for every line naming an issue, a work item or a snapshot."""
+    return [f"{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1)
+            if OUTSIDE.search(line)]
+
+
+def test_docs_readme_and_claims_name_no_issue_item_or_snapshot():
+    files = _read_files()
+    assert ROOT / "README.md" in files and ROOT / "docs" / "results.md" in files
+    assert ROOT / "cdfgnn" / "report" / "claims.py" in files
+    bad = [f"{p.relative_to(ROOT)}:{hit}" for p in files for hit in outside_pointers(_text(p))]
+    assert not bad, "pointers outside the repository:\n" + "\n".join(bad)
+
+
+def test_the_outside_check_catches_each_form():
+    text = ("see issue 21\nissue #4 says\nthe issue's 35%\nissue-11 work\nissue target\n"
+            "item 8 of it\na stored snapshot\nthe thread issues an op\nin issue order\n"
+            "items per batch\n")
+    assert [hit.split(":")[0] for hit in outside_pointers(text)] == [
+        "1", "2", "3", "4", "5", "6", "7"]
+
+
+def test_claims_rows_name_no_issue():
+    """The claims texts themselves, as the tables print them (claim, paper value, note)."""
+    from cdfgnn.report.claims import ClaimSpec
+    from cdfgnn.report.registry import discover
+    import importlib
+    import pkgutil
+
+    import cdfgnn.report as pkg
+
+    discover()
+    texts = []
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"cdfgnn.report.{mod.name}")
+        for value in vars(module).values():
+            if isinstance(value, tuple) and value and all(isinstance(v, ClaimSpec) for v in value):
+                texts += [t for spec in value for t in (spec.claim, spec.paper_value, spec.note)]
+    assert len(texts) > 100
+    assert not [t for t in texts if OUTSIDE.search(t)]
+
+
+# ------------------------------------------------ quoted constants are the shipped ones
+def test_efficiency_constants_quoted_in_docs_are_the_shipped_ones():
+    """A doc that quotes a pricing constant (`launch` 3.36, `stream_bw` of 0.34, ...) quotes
+    the value of the shipped efficiency file, to the digits it prints."""
+    from dataclasses import fields
+
+    from cdfgnn.pricing.efficiency import Efficiency, load_efficiency
+
+    shipped = load_efficiency()
+    names = [f.name for f in fields(Efficiency) if isinstance(getattr(shipped, f.name), float)]
+    quoted = re.compile(r"`(" + "|".join(names) + r")`\s*(?:of\s+|=\s*|\(|is\s+)?(\d+\.\d+)")
+    seen, bad = 0, []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for n, line in enumerate(_text(path).splitlines(), 1):
+            for name, text in quoted.findall(line):
+                seen += 1
+                decimals = len(text.split(".")[1])
+                if abs(float(text) - getattr(shipped, name)) > 0.5 * 10 ** -decimals + 1e-12:
+                    bad.append(f"{path.relative_to(ROOT)}:{n}: `{name}` {text}, shipped "
+                               f"{getattr(shipped, name)}")
+    assert seen, "no quoted constant found: the pattern no longer matches the docs"
+    assert not bad, "\n".join(bad)
+
+
+def test_readme_layout_lists_every_package_and_doc():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = text.split("## Layout", 1)[1].split("```", 2)[1]
+    packages = sorted(p.parent.name for p in (ROOT / "cdfgnn").glob("*/__init__.py"))
+    missing = [f"cdfgnn/{name}/" for name in packages if f"cdfgnn/{name}/" not in layout]
+    missing += [p.name for p in (ROOT / "docs").glob("*.md") if p.name not in layout]
+    missing += [p.name for p in (ROOT / "configs").glob("*.yaml") if p.name not in layout]
+    assert not missing, f"README's layout does not list: {missing}"

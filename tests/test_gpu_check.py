@@ -28,7 +28,7 @@ def test_gpu_check_stops_without_a_gpu(tmp_path):
 
 
 def test_gpu_check_maps_cards_to_registered_profiles():
-    from cdfgnn.cost.hardware import registered
+    from cdfgnn.pricing.hardware import registered
 
     spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     mod = importlib.util.module_from_spec(spec)

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from cdfgnn.cli import main
-from cdfgnn.cost.efficiency import Efficiency, load_efficiency
-from cdfgnn.cost.estimate import ModelShape, estimate_ledger, rank_shapes
-from cdfgnn.cost.hardware import get_gpu, load_gpu, parse_gpus, registered
 from cdfgnn.cost.ledger import FP64_KIND, Ledger
-from cdfgnn.cost.pricing import flop_rate, host_copy_seconds, op_seconds, price, spmm_bytes
+from cdfgnn.pricing.efficiency import Efficiency, load_efficiency
+from cdfgnn.pricing.estimate import ModelShape, estimate_ledger, rank_shapes
+from cdfgnn.pricing.hardware import get_gpu, load_gpu, parse_gpus, registered
+from cdfgnn.pricing.roofline import flop_rate, host_copy_seconds, op_seconds, price, spmm_bytes
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.device_time import reprice
+from cdfgnn.pricing.record import reprice
 from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training
 
@@ -63,7 +63,7 @@ def test_full_graph_counts_equal_hand_computed(graph_file, small_graph):
 
 @pytest.mark.parametrize("model", ["gcn", "sage"])
 def test_estimate_equals_counted_spmm_and_dense(graph_file, small_graph, model):
-    """Counts without training (cdfgnn.cost.estimate) = counted, for exact sync."""
+    """Counts without training (cdfgnn.pricing.estimate) = counted, for exact sync."""
     from cdfgnn.partition.api import partition_graph
     from cdfgnn.partition.base import Topology
     from cdfgnn.partition.book import build_books
@@ -172,20 +172,21 @@ def test_price_sums_phases_and_accepts_totals():
 
 def test_host_staged_network_adds_copies(graph_file):
     from cdfgnn.partition.base import Topology
-    from cdfgnn.train.device_time import device_model, reprice
+    from cdfgnn.pricing.cluster import resolve_cluster
+    from cdfgnn.pricing.epoch import device_model
 
     rec = run_training(_cfg(graph_file, workers=2, hosts=1, network="cdfgnn-table2"))
     inputs = rec["model_time"]["device"]["inputs"]
     topo = Topology.for_workers(2, 1)
     gpu = [get_gpu("rtx3090")] * 2
-    staged = device_model(inputs, gpu, "pcie4-host-staged", topo, EFF)
+    staged = device_model(inputs, resolve_cluster(gpu, "pcie4-host-staged", topo, EFF))
     item = inputs["ranks"][0]["patterns"][0]
     sent = sum(item["vertex_bytes"])
     recv = sum(inputs["ranks"][1]["patterns"][0]["vertex_bytes"])
     copies = host_copy_seconds(sent, gpu[0], EFF) + host_copy_seconds(recv, gpu[0], EFF)
     assert sent > 0 and copies > 0
     # intra-host only: the staged link is the copies (+ latency), not the halved PCIe
-    net = device_model(inputs, gpu, "cdfgnn-table2", topo, EFF)
+    net = device_model(inputs, resolve_cluster(gpu, "cdfgnn-table2", topo, EFF))
     assert staged["comm_s"][0] != net["comm_s"][0]
     assert staged["compute_s"] == net["compute_s"]
     again = reprice(rec, devices="h100", network="pcie4-host-staged", eff=EFF)
@@ -336,7 +337,7 @@ def test_compare_ranks_for_the_named_cluster(tmp_path, capsys):
                  "--devices", "a100-80", "--network", "cdfgnn-table2", "--epochs", "2",
                  "--hidden", "8", "--methods", "pipegcn", "--out-dir", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "Ranked for devices a100-80, network cdfgnn-table2." in text
+    assert "Ranked on the device model: devices a100-80, network cdfgnn-table2." in text
     assert "| rank | method |" in text and "device_epoch_s" in text
     assert "winner by inter-host Gbit/s:" in text and "winner by device:" in text
     import pandas as pd

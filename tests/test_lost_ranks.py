@@ -1,39 +1,44 @@
-"""A rank killed mid-run (built-in process backend, one host): the run ends within a
-stated bound, names the rank in one line, exits non-zero and leaves no record.
+"""A rank or a host lost mid-run: the run ends within a stated bound, names what it lost
+in one line, exits non-zero and leaves no record.
+
+A rank killed (built-in process backend, one host):
 
 The bound: the launcher polls its ranks every 0.1 s and, once one has died, gives the
 others 2 s to unwind before it kills them and reports (``cdfgnn/comm/launcher.py``:
 ``_POLL_S``, ``_UNWIND_GRACE_S``), so the run ends about 2 s after the kill, whatever
 the run's ``--timeout``; the test allows ``KILL_BOUND_S`` for the processes' exit on a
-busy machine (measured: 10 s with the 2-core test machine at load 24). The multi-host
-case (torchrun, a host lost) is tests/test_multihost_netns.py; the heartbeat it relies
-on is tested at the end of this file.
+busy machine (measured: 10 s with the 2-core test machine at load 24).
+
+A host killed (torchrun, 2 namespaced hosts x 2 ranks, ``cdfgnn.comm.netns``) at each
+phase of a run: while rank 0 partitions (its partitioner holds the GIL for 120 s, as
+pymetis does on a large graph: the partitioning runs in a child process, so rank 0 still
+beats), during the setup (capgnn, whose shared tier is a shared-memory segment per
+host) and in the third epoch. Host 0's ranks end within ``HOST_BOUND_S`` with a line
+naming host 1 and its ranks; no record, no process in either namespace, nothing new in
+``/dev/shm``. Each case takes about 20-25 s on the 2-core test machine (torchrun's start
+and the heartbeat's 10 s). A link that goes down: tests/test_multihost_netns.py. The
+heartbeat itself is tested at the end of this file.
 """
 from __future__ import annotations
 
-import os
+import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-FAULT_TRAIN = ROOT / "tests" / "_fault_train.py"
+import pytest
+
+from twohosts import (FAULT_TRAIN, ROOT, params, shm_files, start, text, train_args,
+                      wait_for)
+
 #: seconds from the kill to the end of `cdfgnn train` (the launcher needs about 2 s)
 KILL_BOUND_S = 30.0
 
 
 def _env() -> dict:
-    from cdfgnn.train.torchrun import ENV_VARS
+    from cdfgnn.train.torchrun import job_env
 
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["CDFGNN_NO_PROGRESS"] = "1"
-    return env
-
-
-def _params(**values) -> list[str]:
-    return [a for k, v in values.items() for a in ("--method-param", f"{k}={v}")]
+    return job_env(ROOT)
 
 
 def test_process_rank_killed_in_its_third_epoch_ends_the_run(tmp_path):
@@ -41,8 +46,9 @@ def test_process_rank_killed_in_its_third_epoch_ends_the_run(tmp_path):
     cmd = [sys.executable, str(FAULT_TRAIN), "train", "--dataset", "synth-arxiv",
            "--scale", "tiny", "--hidden", "16", "--epochs", "40", "--warmup", "1",
            "--workers", "2", "--backend", "process", "--timeout", "120",
-           "--method", "exact-fault", *_params(fault="kill", fault_rank=1, fault_epoch=2,
-                                               fault_dir=tmp_path), "--out", str(out)]
+           "--method", "exact-fault", *params("--method-param", fault="kill", fault_rank=1,
+                                                    fault_epoch=2, fault_dir=tmp_path),
+           "--out", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=_env(),
                          timeout=300)
     ended = time.time()
@@ -57,6 +63,65 @@ def test_process_rank_killed_in_its_third_epoch_ends_the_run(tmp_path):
     assert not out.parent.exists() or not any(out.parent.iterdir())
     print(f"rank 1 killed in epoch 2; `cdfgnn train` ended {ended - killed_at:.1f} s later")
 
+
+
+# ------------------------------------------------------------------ a host lost (torchrun)
+#: seconds from the kill to the end of host 0's torchrun node; the heartbeat needs
+#: lost_after(60) = 10 s when no collective fails (rank 0 partitions or waits in its
+#: setup), 3 beats when one does (the training case)
+HOST_BOUND_S = 60.0
+TINY = dict(dataset="synth-arxiv", scale="tiny", hidden=16, epochs=4, warmup=1)
+PHASES = {
+    # rank 0's partitioning child holds the GIL (as pymetis does) until it is killed
+    "partitioning": dict(method="exact", partitioner="metis-hold",
+                         extra=lambda d: params("--partition-param", fault_dir=d, hold_s=120)),
+    # rank 0 waits at its first barrier of capgnn's setup: host 0's shared segment is
+    # made and mapped, its creator's descriptor still open
+    "setup": dict(method="capgnn-fault", partitioner="metis",
+                  extra=lambda d: params("--method-param", fault="wait", fault_rank=0,
+                                         fault_phase="setup", fault_dir=d)),
+    # rank 0 waits at the start of the third epoch; its peers wait in a collective
+    "training": dict(method="exact-fault", partitioner="metis",
+                     extra=lambda d: params("--method-param", fault="wait", fault_rank=0,
+                                            fault_epoch=2, fault_dir=d)),
+}
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_a_host_killed_at_any_phase_ends_the_run_naming_it(two_hosts, tmp_path, phase):
+    case = PHASES[phase]
+    out = tmp_path / "records" / "run.json"
+    out.parent.mkdir()
+    logs = [tmp_path / "host0", tmp_path / "host1"]
+    shm_before = shm_files()
+    script = [str(FAULT_TRAIN), *train_args(out, TINY, method=case["method"],
+                                            partitioner=case["partitioner"]),
+              *case["extra"](tmp_path)]
+    procs = [start(two_hosts, h, script, phase, logs[h]) for h in (0, 1)]
+    wait_for(tmp_path / "reached", procs, logs, 240, phase)
+    two_hosts.kill(1)
+    killed = time.monotonic()
+    (tmp_path / "go").touch()
+
+    code = procs[0].wait(timeout=HOST_BOUND_S + 30)
+    elapsed = time.monotonic() - killed
+    err = text(logs[0], ".err")
+    lines = [ln for ln in err.splitlines() if re.match(
+        r"^cdfgnn: error: run failed: rank [01] \(host 0\) lost host 1 \(ranks 2, 3\): "
+        r"no heartbeat for (10|3) s", ln)]
+    assert code != 0 and lines, err[-3000:]
+    assert elapsed < HOST_BOUND_S, f"{phase}: host 0 ended {elapsed:.1f} s after the kill"
+    assert "SIGABRT" not in err  # the ranks exited, none aborted
+    assert not out.exists() and not any(out.parent.iterdir())  # no record, no partial one
+    left = [(h, two_hosts.pids(h)) for h in (0, 1)]
+    deadline = time.monotonic() + 10
+    while any(pids for _, pids in left) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = [(h, two_hosts.pids(h)) for h in (0, 1)]
+    assert not any(pids for _, pids in left), f"processes left behind: {left}"
+    assert shm_files() == shm_before
+    print(f"\n{phase}: host 0's torchrun node ended {elapsed:.1f} s after host 1 was killed: "
+          f"{lines[0]}")
 
 
 # ------------------------------------------------------------------ heartbeats (torchrun)

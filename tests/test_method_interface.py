@@ -170,7 +170,7 @@ def test_prepare_is_typed_and_gets_the_devices(graph_file, small_graph):
     part = partition_graph(small_graph, "metis", Topology(1, 4), seed=0)
     prepared = build_strategy("rapa").prepare(small_graph, part, "x4")
     assert isinstance(prepared, Prepared) and prepared.drop_arcs.dtype == bool
-    from cdfgnn.comm.devices import parse_devices
+    from cdfgnn.pricing.devices import parse_devices
     assert prepared.info["rapa"]["devices"] == [d.name for d in parse_devices("x4", 4)]
     assert build_strategy("exact").prepare(small_graph, part) == Prepared()
 

@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from cdfgnn.cost import ledger as oplog
-from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.cost.ledger import STEP_PHASES, Ledger
-from cdfgnn.cost.pricing import price
+from cdfgnn.pricing.hardware import get_gpu
+from cdfgnn.pricing.roofline import price
 from cdfgnn.partition.api import partition_graph
 from cdfgnn.partition.base import Topology
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.device_time import COMM_SIDE, reprice
+from cdfgnn.pricing.epoch import COMM_SIDE
+from cdfgnn.pricing.record import reprice
 from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training
 

@@ -14,9 +14,6 @@ import json
 import os
 import shlex
 import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,11 +23,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from cdfgnn.cli import build_parser, build_train_config, parse_params
+from cdfgnn.cli import THEN, build_parser, build_train_config, parse_params, split_commands
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.experiments.config import check_schema, load_config, load_schema
+from cdfgnn.experiments import grid as grid_module
 from cdfgnn.experiments.grid import TRAIN_FLAGS, Grid, Plugins, format_param
 from cdfgnn.train.config import ONE_PROCESS_TRAINERS, TrainConfig, grid_options, train_options
+from smoke import job_counts, planned_files, planned_jobs, snakemake
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.json"
@@ -42,25 +41,6 @@ CONFIGS = ["smoke", "quick", "full"]
 def load(*names: str) -> dict:
     """configs/<name>.yaml with its includes, several names layered in order."""
     return load_config([REPO / "configs" / f"{n}.yaml" for n in names], root=REPO)
-
-
-def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run snakemake with this interpreter's environment (the `cdfgnn` script on PATH)."""
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The 'Job stats' table of a snakemake (dry) run: rule -> job count."""
-    counts = {}
-    block = output.split("Job stats:", 1)[-1] if "Job stats:" in output else ""
-    for line in block.splitlines():
-        m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
-        if m and m.group(1) != "total":
-            counts[m.group(1)] = int(m.group(2))
-    return counts
 
 
 # ------------------------------------------------------------ config files
@@ -343,6 +323,83 @@ def _compat_config(partitioners, methods):
     return cfg
 
 
+# ----------------------------------------------------------------- batches
+def test_batches_hold_only_what_every_reader_of_a_member_reads():
+    """Runs and partitionings are batched only with files that every table and figure
+    reading one of them also reads, so asking for one table or figure builds only what it
+    reads; every run and partitioning is in exactly one batch of at most `batch`."""
+    grid = Grid(load("smoke"))
+    assert grid.batch > 1
+    for batches, jobs in ((grid.run_batches(), grid.all_runs()),
+                          (grid.partition_batches(), grid.all_partitions())):
+        members = [m for b in batches for m in b.members]
+        assert len(members) == len(set(members)) and set(members) == set(jobs)
+        assert all(1 <= len(b.members) <= grid.batch for b in batches)
+        assert len(batches) < len(jobs)
+    batch_of = {m: b for b in grid.run_batches() + grid.partition_batches() for m in b.members}
+    for out in grid.outputs():
+        runs = grid.output_runs(out)
+        needed = {*runs, *grid.output_partitions(out), *[r.partition for r in runs if r.partition]}
+        assert {m for job in needed for m in batch_of[job].members} == needed, out.name
+    # one job per file where the config does not batch
+    quick = Grid(load("quick"))
+    assert quick.batch == 1 and not quick.run_batches() and not quick.partition_batches()
+
+
+def test_report_batches_share_a_group_and_their_inputs():
+    grid = Grid(load("smoke"))
+    batches = grid.report_batches()
+    assert batches and len(batches) < len(grid.outputs())
+    for b in batches:
+        assert len(b.members) > 1 and len({o.group for o in b.members}) == 1
+        assert len({tuple(grid.report_inputs(o.kind, o.name)) for o in b.members}) == 1
+        assert grid.batch_outputs(b) == [p for o in b.members for p in o.paths]
+        for o in b.members:   # each caption names its table or figure and its report
+            assert f"**{o.name}** ({o.kind}, report ``{o.report}``)" in grid.batch_caption(b)
+    # a batched table or figure is made by its batch's rule alone: the per-file rules'
+    # wildcards cannot match its name
+    batched = {o.name for b in batches for o in b.members}
+    constraints = grid.wildcard_constraints()
+    for kind, names in (("figure", grid.figures), ("table", grid.tables)):
+        for name in names:
+            assert bool(re.fullmatch(constraints[kind], name)) == (name not in batched), name
+
+
+def test_batch_commands_are_each_files_command_chained():
+    """A batch job runs, chained with --then, the `cdfgnn` command that makes each of its
+    files alone (what the per-file rules run)."""
+    assert grid_module.THEN == THEN
+    grid = Grid(load("smoke"))
+    parser = build_parser()
+    for b in grid.run_batches() + grid.partition_batches() + grid.report_batches():
+        commands = split_commands(shlex.split(grid.batch_commands(b)))
+        assert len(commands) == len(b.members)
+        assert set(grid.batch_inputs(b)) >= {a for c in commands for a in c if a.startswith("results/data/")}
+        for job, argv in zip(b.members, commands):
+            args = parser.parse_args(argv)
+            if b.kind == "train":
+                assert (args.command, args.out, args.seed, args.dataset) == (
+                    "train", job.path, job.seed, job.dataset)
+                assert args.partition_file == (job.partition.path if job.partition else None)
+                assert args.trainer == job.trainer
+                if job.method is not None:
+                    assert args.method == grid.methods[job.method]["name"]
+            elif b.kind == "partition":
+                assert (args.out, args.stats_out, args.label, args.seed) == (
+                    job.path, job.stats_path, job.partitioner, job.seed)
+                assert args.workers == int(job.topology[job.topology.index("x") + 1:]) * int(
+                    job.topology[1:job.topology.index("x")])
+            else:
+                assert (args.name, args.out, args.md_out) == (
+                    job.report, job.paths[0], job.paths[1] if job.kind == "table" else None)
+                assert [*(args.runs or []), *(args.partitions or [])] == grid.report_inputs(
+                    job.kind, job.name)
+    assert {grid.batch_gpus(b) for b in grid.run_batches()} == {0}
+    grid.experiments["engine"]["train"].update(device="cuda", backend="process")
+    engine = [b for b in grid.run_batches() if b.members[0].experiment == "engine"]
+    assert max(grid.batch_gpus(b) for b in engine) == 8   # the P = 8 run's GPUs
+
+
 def test_experiment_skips_incompatible_method_partitioner_pairs():
     grid = Grid(_compat_config(["metis", "hdrf"], ["exact", "vonly", "eonly"]), KindPlugins())
     pairs = {(r.partitioner, r.method) for r in grid.experiment_runs("engine") if r.method}
@@ -397,8 +454,9 @@ def test_cluster_profiles_plan_the_smoke_run(tmp_path, profile, extra):
                      "--workflow-profile", str(REPO / "profiles" / profile),
                      "--configfile", str(REPO / "configs" / "smoke.yaml"), *extra)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    counts = job_counts(proc.stdout + proc.stderr)
-    assert counts.get("train", 0) > 0 and counts.get("figure", 0) > 0, counts
+    grid = Grid(load("smoke"))
+    assert planned_files(proc.stdout + proc.stderr) >= {
+        *[r.path for r in grid.all_runs()], *grid.figure_paths()}
 
 
 def test_training_jobs_declare_gpus():
@@ -509,14 +567,19 @@ def test_group_target_builds_only_that_papers_outputs(tmp_path):
                                   "topologies": ["h2x1"]}}})
     top = write(tmp_path / "top.yaml", {"include": [str(REPO / "configs" / "smoke.yaml"), str(frag)]})
     common = ["-n", "--cores", "2", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path)]
-    proc = snakemake(*common, "demo", "--configfile", str(top))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert job_counts(proc.stdout + proc.stderr) == {
-        "prepare": 1, "partition_graph": 2, "table": 1, "figure": 1, "demo": 1}
-    proc = snakemake(*common, "engine", "--configfile", str(top))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert job_counts(proc.stdout + proc.stderr) == {
-        "prepare": 1, "partition_graph": 4, "train": 4, "train_single": 1, "figure": 2, "engine": 1}
+    grid = Grid(load_config([top], root=REPO))
+    for group in ("demo", "engine"):
+        proc = snakemake(*common, group, "--configfile", str(top))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outs = [o for o in grid.outputs() if o.group == group]
+        runs = {r for o in outs for r in grid.output_runs(o)}
+        parts = {j for o in outs for j in grid.output_partitions(o)} | {
+            r.partition for r in runs if r.partition is not None}
+        assert planned_files(proc.stdout + proc.stderr) == {
+            "results/data/synth-arxiv.npz", "results/data/synth-arxiv.stats.json",
+            *[p for j in parts for p in (j.path, j.stats_path)], *[r.path for r in runs],
+            *[p for o in outs for p in o.paths]}, group
+    assert len(parts) == 4 and len(runs) == 5     # engine: P = 1, 2, 4, 8 and the oracle
 
 
 def test_dataset_from_files_is_a_prepare_input(tmp_path):
@@ -565,48 +628,37 @@ def test_config_typo_stops_the_run_naming_the_key(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def interrupt_after(args: list[str], work: Path, pattern: str, count: int,
-                    timeout: float = 300) -> dict[Path, float]:
-    """Start snakemake, send Ctrl-C (SIGINT to its process group) once ``count`` files
-    match ``pattern`` under ``work``; return those finished files with their mtimes."""
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.monotonic() + timeout
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            if len(list(work.glob(pattern))) >= count:
-                os.killpg(proc.pid, signal.SIGINT)
-                break
-            time.sleep(0.2)
-        # a graceful stop waits for the jobs in flight; a job inside a first-time numba
-        # compile only sees the signal when the compile returns (tens of seconds on a
-        # loaded 2-core machine), so allow minutes before calling it a hang
-        proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return {p: p.stat().st_mtime for p in work.glob(pattern)}
+def test_bad_config_value_is_one_line_naming_the_valid_values(tmp_path):
+    """`--config scale=huge`: one line naming the key, the value and the valid values."""
+    proc = snakemake("-n", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path),
+                     "--config", "scale=huge")
+    assert proc.returncode == 2
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines()
+              if "huge" in line or "Traceback" in line or "Error" in line]
+    assert errors == ["cdfgnn: error: config scale: 'huge' is not valid; valid: tiny, small, "
+                      "medium, or an integer >= 1"], proc.stderr
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow
-def test_smoke_pipeline(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    common = ["--snakefile", str(REPO / "Snakefile"), "-d", str(work),
-              "--configfile", str(REPO / "configs" / "smoke.yaml"), "--cores", "2"]
-    # interrupted like Ctrl-C part way through, then resumed: finished files are kept
-    kept = interrupt_after(common, work, "results/partitions/*/*/*/*.stats.json", 4)
+# the shared smoke build runs in the setup of whichever of the two tests asks first, and
+# pytest-timeout counts setup and call together
+@pytest.mark.timeout(1200)
+def test_smoke_pipeline(smoke_tree):
+    """The shared smoke build (conftest.py ``smoke_tree``): interrupted like Ctrl-C part way
+    through, then resumed; finished files are kept, every output exists and is well formed;
+    a second invocation finds nothing to do, and a lost run redoes only what reads it. (The
+    report and the review notebook run as the README says: tests/test_readme_commands.py.)"""
+    work, common, kept, proc = (smoke_tree.work, smoke_tree.args, smoke_tree.kept,
+                                smoke_tree.resumed)
     assert len(kept) >= 4, "the interrupted run finished too few partitions"
-    proc = snakemake(*common)
     assert proc.returncode == 0, proc.stderr[-6000:]
-    # only the jobs in flight at the interrupt (at most one per core) may be redone
-    redone = [p for p, mtime in kept.items() if p.stat().st_mtime != mtime]
-    assert len(redone) <= 2, redone
     grid = Grid(load("smoke"))
+    # only the jobs in flight at the interrupt (at most one per core) may be redone; a
+    # batch job makes several partitionings, so count the jobs the redone files came from
+    job_of = {p: b.rule for b in grid.partition_batches() for p in grid.batch_outputs(b)}
+    redone = [p for p, mtime in kept.items() if p.stat().st_mtime != mtime]
+    assert len({job_of.get(str(p.relative_to(work)), p) for p in redone}) <= 2, redone
 
     for target in grid.all_targets():
         assert (work / target).is_file(), target
@@ -650,45 +702,31 @@ def test_smoke_pipeline(tmp_path):
     assert len(t3) == len(grid.partition_set_jobs("cdfgnn_table3"))
     assert "31.08" in (work / "results/tables/cdfgnn_table3_partitions.md").read_text()
 
-    # the review notebook runs on these results in a real kernel (an error in any
-    # cell fails the test), without recomputing anything, and shows every configured
-    # table, every figure and the claims page
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(REPO / "workflow" / "notebooks" / "review.ipynb", as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(work)}}).execute()
-    shown = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
-                    for out in cell.get("outputs", []) if out.get("output_type") == "stream")
-    assert f"{len(grid.tables)} configured tables" in shown
-    assert f"{len(grid.figures)} figures" in shown
-    assert f"{len(grid.all_runs())} run records" in shown
-    for name in grid.tables:
-        assert f"=== {name}.csv" in shown
-    assert f"{len(grid.claims_tables())} claims tables" in shown
-
-    # the Snakemake report holds every figure and table, each with its caption
-    report = work / "report.html"
-    proc = snakemake("--snakefile", str(REPO / "Snakefile"), "-d", str(work),
-                     "--configfile", str(REPO / "configs" / "smoke.yaml"),
-                     "--report", str(report))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    html = report.read_text()
-    for out in grid.outputs():
-        for path in out.paths:
-            assert Path(path).name in html, path
-        assert f"report ``{out.report}``" in html or out.report in html, out.name
-
     # resumption: a second invocation has nothing to do ...
     again = snakemake(*common, "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     # ... and after an interruption that left one run and the run tables/figures
     # unwritten, only that run and the files reading it are redone
     lost = next(r for r in grid.all_runs() if r.trainer == "distributed")
-    for path in [lost.path, "results/tables/runs.csv", "results/tables/epochs.csv",
-                 *[f for f in grid.figure_paths() if f.startswith("figures/engine/")]]:
+    paths = [lost.path, "results/tables/runs.csv", "results/tables/epochs.csv",
+             *[f for f in grid.figure_paths() if f.startswith("figures/engine/")]]
+    saved = {p: ((work / p).read_bytes(), (work / p).stat()) for p in paths}
+    for path in paths:
         (work / path).unlink()
-    again = snakemake(*common, "-n")
-    counts = job_counts(again.stdout + again.stderr)
-    assert counts.get("train") == 1 and counts.get("runs_tables") == 1, (counts, again.stdout[-3000:])
-    assert not {"prepare", "partition_graph", "train_single", "table"} & set(counts), counts
+    try:
+        again = snakemake(*common, "-n")
+        # the lost run's job (with the runs batched with it) and what reads those runs
+        batch = next(b.members for b in grid.run_batches() if lost in b.members)
+        readers = [o for o in grid.outputs() if set(grid.output_runs(o)) & set(batch)]
+        jobs = planned_jobs(again.stdout + again.stderr)
+        assert planned_files(again.stdout + again.stderr) == {
+            *[r.path for r in batch], "results/tables/runs.csv", "results/tables/epochs.csv",
+            *[p for o in readers for p in o.paths], *paths,
+            *([grid_module.CLAIMS_PAGE] if any(o.name.endswith("_claims") for o in readers
+                                               if o.kind == "table") else [])}, \
+            again.stdout[-3000:]
+        assert sum(rule.startswith("train") for rule, _ in jobs) == 1, jobs
+    finally:   # leave the shared tree complete for the next test module
+        for path, (data, st) in saved.items():
+            (work / path).write_bytes(data)
+            os.utime(work / path, ns=(st.st_atime_ns, st.st_mtime_ns))

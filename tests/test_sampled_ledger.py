@@ -1,4 +1,4 @@
-"""The sampled track's operation ledger and device-modelled step (cdfgnn/train/step_time.py)."""
+"""The sampled track's operation ledger and device-modelled step (cdfgnn/pricing/step.py)."""
 from __future__ import annotations
 
 import json
@@ -9,15 +9,17 @@ import pytest
 
 import cdfgnn.train.minibatch as minibatch
 from cdfgnn.comm.network import NetworkModel, get_profile
-from cdfgnn.cost.efficiency import load_efficiency
-from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.partition.base import Topology
-from cdfgnn.train import step_time
+from cdfgnn.pricing import step as step_time
+from cdfgnn.pricing.cluster import allreduce_traffic, effective_link, resolve_cluster
+from cdfgnn.pricing.efficiency import load_efficiency
+from cdfgnn.pricing.epoch import Pricer
+from cdfgnn.pricing.hardware import get_gpu
+from cdfgnn.pricing.record import reprice
+from cdfgnn.pricing.step import (BACKGROUND_MODES, SYNC_MODES, StepTerms, epoch_times,
+                                 pull_traffic)
 from cdfgnn.train.config import TrainConfig
-from cdfgnn.train.device_time import Pricer, reprice
 from cdfgnn.train.run import run_training
-from cdfgnn.train.step_time import (BACKGROUND_MODES, SYNC_MODES, StepTerms, epoch_times,
-                                    pull_traffic)
 
 SAMPLED = ("rapidgnn", "distdgl-metis", "distdgl-random")
 
@@ -110,8 +112,10 @@ def test_reprice_with_the_records_own_profiles_equals_the_recorded_value(records
 
 def _network_terms(inputs: dict, topology: Topology, network: str) -> list[np.ndarray]:
     """Per epoch ``[steps, ranks]`` sync + background + reduce seconds, from the counts
-    and a NetworkModel directly (not through step_time's device terms)."""
-    net = NetworkModel(topology, get_profile(network))
+    and a NetworkModel directly (not through step_time's device terms), on the link
+    profile with the shipped link efficiency and NIC sharing."""
+    link = effective_link(get_profile(network), load_efficiency(), topology.devices_per_host)
+    net = NetworkModel(topology, link)
     ranks = inputs["ranks"]
     p = len(ranks)
     red = [net.comm_seconds(r, np.asarray(rk["reduce"]["bytes"]),
@@ -153,7 +157,7 @@ def test_both_models_use_the_one_step_rule(gfile, monkeypatch):
     rec = run_training(_cfg(gfile, "rapidgnn"))
     network, results = seen[0]
     n_params = sum(v.numel() for v in results[0]["final_state"].values())
-    b, m = step_time.allreduce_traffic(2, n_params)
+    b, m = allreduce_traffic(2, n_params)
     reduce_s = [network.comm_seconds(r, np.asarray(b[r]), np.asarray(m[r])) for r in range(2)]
     timed = [1, 2]
     cpu = [step_time.cpu_terms(results, e, network, reduce_s) for e in timed]
@@ -161,9 +165,9 @@ def test_both_models_use_the_one_step_rule(gfile, monkeypatch):
         [(t.compute + t.sync + t.background + t.reduce).max(axis=1).mean() for t in cpu])))
     dev = rec["model_time"]["device"]
     pricer = Pricer(get_gpu("p100"), load_efficiency())
-    links = step_time._Links(Topology.for_workers(2, 2), dev["network"],
-                             [pricer.gpu, pricer.gpu], pricer.eff)
-    terms = step_time.device_terms(dev["inputs"], [pricer, pricer], links)
+    cluster = resolve_cluster([pricer.gpu, pricer.gpu], dev["network"],
+                              Topology.for_workers(2, 2), pricer.eff)
+    terms = step_time.device_terms(dev["inputs"], [pricer, pricer], cluster)
     assert dev["step_s"] == pytest.approx(float(np.mean(
         [(t.compute + t.sync + t.background + t.reduce).max(axis=1).mean() for t in terms])))
 

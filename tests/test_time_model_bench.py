@@ -1,6 +1,8 @@
-"""benchmarks/time_model.py stays runnable: CSV validation, the split, a 2-row pipeline.
+"""benchmarks/time_model.py: reading, skipping, the split, the row's own regime and
+interconnect, and that its numbers are the package's pricing.
 
-No full-size graph is built: the pipeline test partitions a 2,000-vertex twin.
+No full-size graph is built: partition statistics are either faked (a fixed halo
+pattern) or come from a 2,000-vertex twin.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,20 +29,17 @@ def _load():
 
 tm = _load()
 
-TINY = [
-    {"source": "test/a.csv row 1", "system": "exact (Sylvie code fp32)", "dataset": "reddit",
-     "model": "gcn", "layers": "3", "hidden": "64", "gpus": "2", "hosts": "1",
-     "gpu_type": "RTX 3090", "interconnect": "PCIe 4.0", "backend": "gloo",
-     "epoch_s": "0.30", "comm_s": "0.20", "notes": ""},
-    {"source": "test/a.csv row 2", "system": "exact (Sylvie code fp32)", "dataset": "reddit",
-     "model": "graphsage", "layers": "3", "hidden": "64", "gpus": "2", "hosts": "1",
-     "gpu_type": "RTX 3090", "interconnect": "PCIe 4.0", "backend": "gloo",
-     "epoch_s": "0.35", "comm_s": "", "notes": ""},
-]
+ROW = {"source": "test/a.csv row 1", "system": "exact (Sylvie code fp32)", "dataset": "reddit",
+       "model": "gcn", "layers": "3", "hidden": "64", "gpus": "2", "hosts": "1",
+       "gpu_type": "RTX 3090", "interconnect": "PCIe 4.0", "backend": "gloo",
+       "epoch_s": "0.30", "comm_s": "0.20", "notes": "", "compute_s": "0.08",
+       "compute_def": "epoch-minus-comm-reduce: test", "regime": "inductive"}
+TINY = [ROW, dict(ROW, source="test/a.csv row 2", model="graphsage", comm_s="",
+                  compute_s="", epoch_s="0.35")]
 
 
 def _write(path: Path, rows: list[dict], drop: str | None = None) -> Path:
-    cols = [c for c in tm.COLUMNS if c != drop]
+    cols = [c for c in ROW if c != drop]
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
@@ -47,52 +47,176 @@ def _write(path: Path, rows: list[dict], drop: str | None = None) -> Path:
     return path
 
 
-def test_published_csv_is_complete_and_known():
-    rows = tm.read_published(tm.DEFAULT_CSV)
-    assert len(rows) >= 25
-    assert len({r.system for r in rows}) >= 4
-    for row in rows:                       # every row resolves without the cost package
-        tm.system_of(row)
-        tm.dataset_of(row)
-        assert row.gpu_type in tm.GPU_TYPES
-        assert row.model in tm.MODELS + tm.COPY_MODELS
-    assert len({r.source for r in rows}) == len(rows)
+def fake_halos(dataset: str, regime: str, parts: int, *args, **kw) -> dict:
+    """Partition statistics without a twin: every part owns n/P rows and needs 10% of
+    them from every other part."""
+    n = tm.DATASETS[dataset].nodes / parts
+    arcs = tm.DATASETS[dataset].arcs / parts
+    halo = np.full((parts, parts), 0.1 * n)
+    np.fill_diagonal(halo, 0.0)
+    return {"owned": np.full(parts, n), "labelled": np.full(parts, n / 2),
+            "inner_arcs": np.full(parts, 0.9 * arcs), "halo_arcs": np.full(parts, 0.1 * arcs),
+            "halo_rows": halo, "source": "fake"}
+
+
+class FakeContext(tm.Context):
+    """A context whose halos are :func:`fake_halos`; records what it was asked for."""
+
+    def __init__(self):
+        super().__init__(2000, Path("/nonexistent"), Path("/nonexistent"),
+                         log=lambda line: None)
+        self.asked = []
+
+    def halos(self, dataset: str, regime: str, parts: int) -> dict:
+        self.asked.append((dataset, regime, parts))
+        return fake_halos(dataset, regime, parts)
+
+
+def _row(**changes) -> "tm.Row":
+    return tm.epoch_row("t.csv", 2, dict(ROW, **changes))
+
+
+def _prep(ctx=None, **changes):
+    return tm.prepare_epoch_row(_row(**changes), ctx or FakeContext())
+
+
+def test_every_shipped_row_reads_and_every_card_has_a_profile():
+    for name in ("published_epochs.csv", *tm.EPOCH_FILES[1:], tm.SINGLE_FILE, tm.KERNEL_FILE):
+        path = tm.DATA_DIR / name
+        if not path.is_file():
+            continue
+        skipped: list[str] = []
+        rows = tm.read_rows(path, tm.schema_of(path), skipped.append)
+        assert rows and not skipped, skipped[:3]
+        from cdfgnn.pricing.hardware import card_profile
+        for row in rows:
+            card_profile(row.card)
 
 
 @pytest.mark.parametrize("column", ["epoch_s", "backend", "system"])
 def test_missing_column_is_one_line_and_writes_nothing(tmp_path, capsys, column):
     bad = _write(tmp_path / "bad.csv", TINY, drop=column)
     cache = tmp_path / "cache"
-    assert tm.main(["--published", str(bad), "--cache", str(cache), "--scale", "2000"]) != 0
+    assert tm.main(["--published", str(bad), "--frozen", "--cache", str(cache)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"missing column {column!r}" in err
     assert not cache.exists()
 
 
-def test_bad_values_name_line_and_column(tmp_path):
-    rows = [dict(TINY[0], epoch_s="fast"), TINY[1]]
-    with pytest.raises(tm.InputError, match=r"line 2: column 'epoch_s'"):
-        tm.read_published(_write(tmp_path / "x.csv", rows))
-    with pytest.raises(tm.InputError, match="backend"):
-        tm.read_published(_write(tmp_path / "y.csv", [dict(TINY[0], backend="mpi")]))
-    with pytest.raises(tm.InputError, match="unknown system"):
-        tm.system_of(tm.read_published(_write(tmp_path / "z.csv",
-                                              [dict(TINY[0], system="nope")]))[0])
+def test_unreadable_text_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bin.csv"
+    bad.write_bytes(b"\xff\xfe\x00source,system\n")
+    assert tm.main(["--published", str(bad), "--frozen"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unreadable" in err
 
 
-def test_split_ignores_the_numbers_and_covers_every_system():
-    rows = tm.read_published(tm.DEFAULT_CSV)
-    calib, valid = tm.split_halves(rows)
-    assert abs(len(calib) - len(valid)) <= len({r.system for r in rows})
-    assert {r.line for r in calib}.isdisjoint({r.line for r in valid})
-    assert len(calib) + len(valid) == len(rows)
-    changed = [r.__class__(**{**r.__dict__, "epoch_s": r.epoch_s * 7}) for r in rows]
-    assert [r.line for r in tm.split_halves(changed)[0]] == [r.line for r in calib]
-    assert {r.system for r in calib} == {r.system for r in rows}
+def test_unpriceable_rows_are_skipped_with_field_and_value(tmp_path, capsys, monkeypatch):
+    """One row it cannot price does not stop the others (it used to stop the run)."""
+    monkeypatch.setattr(tm, "halo_source", fake_halos)
+    rows = [ROW, dict(ROW, source="test/b row", epoch_s="fast"),
+            dict(ROW, source="test/c row", gpu_type="RTX 9999"),
+            dict(ROW, source="test/d row", interconnect="PCIe 4.0 + carrier pigeon"),
+            dict(ROW, source="test/e row", system="somebody's code"),
+            dict(ROW, source="test/f row", dataset="friendster")]
+    path = _write(tmp_path / "held.csv", rows)
+    assert tm.main(["--published", str(path), "--frozen"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    skipped = [line for line in out if line.startswith("skipped")]
+    for field, value in (("epoch_s", "'fast'"), ("gpu_type", "'RTX 9999'"),
+                         ("interconnect", "carrier pigeon"), ("system", "somebody's code"),
+                         ("dataset", "'friendster'")):
+        assert sum(field in line and value in line for line in skipped) == 1, (field, skipped)
+    assert len(skipped) == 5
+    assert re.fullmatch(r"held-out: 1 rows, median ratio \d+\.\d{3}, within 2x: \d+%", out[-1])
+
+
+def test_comm_zero_is_a_value():
+    row = _row(comm_s="0", compute_s="")
+    assert row.published["communication"] == 0.0 and "compute" not in row.published
+    assert "communication" not in _row(comm_s="").published
+    # a published 0 against a small prediction: both at 1% of the epoch
+    assert tm.ratio(0.001, 0.0, "communication", row) == pytest.approx(1.0)
+    assert tm.ratio(0.03, 0.0, "communication", row) == pytest.approx(10.0)
+
+
+def test_the_halo_regime_follows_the_row():
+    """A transductive row on Reddit gets the full graph's halos, though the system's
+    scripts train Reddit inductively (the row used to get the inductive correction)."""
+    ctx = FakeContext()
+    _prep(ctx, regime="transductive")
+    _prep(ctx, regime="inductive")
+    _prep(ctx, regime="")                    # not written: the system's scripts
+    assert [a[1] for a in ctx.asked] == ["transductive", "inductive", "inductive"]
+    assert ctx.asked[0] == ("reddit", "transductive", 2)
+
+
+def test_interconnect_is_read_from_the_row():
+    """Every written link reaches the network model (it used to read a 'PCIe 3.0' prefix
+    only, and 10 GbE between any two servers)."""
+    ib = _prep(gpus="4", hosts="2", interconnect="PCIe 3.0 + 100 Gb/s InfiniBand EDR")
+    assert ib.link.inter_gbps == pytest.approx(12.5) and ib.link.host_staged
+    assert ib.gpus[0].host_link_gbps == pytest.approx(15.75)
+    eth = _prep(gpus="2", hosts="2", interconnect="25 Gbps Ethernet")
+    assert eth.link.inter_gbps == pytest.approx(3.125) and eth.topology.devices_per_host == 1
+    nv = _prep(interconnect="NVLink", backend="nccl")
+    assert not nv.link.host_staged and nv.link.intra_gbps == nv.gpus[0].peer_link_gbps
+    with pytest.raises(tm.Skip, match="no network between the 2 servers"):
+        _prep(gpus="4", hosts="2", interconnect="PCIe 4.0")
+    with pytest.raises(tm.Skip, match="Ethernet without a speed"):
+        _prep(gpus="4", hosts="2", interconnect="PCIe 4.0 + Ethernet (unnamed)")
+
+
+def test_the_benchmark_prices_with_the_package():
+    """The predicted epoch of a row is the package's price of the row's counts on the
+    row's cluster, with the stored constants; the script keeps no rule of its own."""
+    from cdfgnn.pricing.cluster import resolve_cluster
+    from cdfgnn.pricing.efficiency import load_efficiency
+    from cdfgnn.pricing.record import price_counts
+    eff = load_efficiency()
+    for changes in ({}, {"system": "pipegcn"}, {"model": "gat", "gpus": "4", "hosts": "2",
+                                                "interconnect": "PCIe 4.0 + 10 Gbps Ethernet"}):
+        prep = _prep(**changes)
+        cluster = resolve_cluster(list(prep.gpus), prep.link, prep.topology, eff)
+        package = price_counts(prep.inputs, cluster)
+        assert prep.predict(eff)["epoch"] == package["epoch_s"]
+    src = (ROOT / "benchmarks" / "time_model.py").read_text()
+    for rule in ("link_bw", "halo_correction", "VOLUME_FIGURES", "NetworkModel",
+                 "host_copy_seconds", "comm_seconds"):
+        assert rule not in src
+
+
+def test_gat_rows_are_priced_with_their_heads():
+    one, four = _prep(model="gat"), _prep(model="gat", heads="4")
+    eff = __import__("cdfgnn.pricing.efficiency", fromlist=["x"]).load_efficiency()
+    assert 0 < one.predict(eff)["epoch"] < four.predict(eff)["epoch"]
+
+
+def test_a_system_may_name_its_layer_order():
+    prep = _prep(system="mycode order=aggregate-first")
+    assert prep.inputs["ranks"][0]["patterns"][0]["vertex_bytes"][1] > 0
+    with pytest.raises(tm.Skip, match="order=aggregate-first"):
+        _prep(system="mycode")
+
+
+def test_split_is_stratified_by_source_and_ignores_the_numbers():
+    rows = [_row(source=f"group{g}/file row {i}") for g in range(3) for i in range(5)]
+    preps = [tm.Prepared(dataclass_replace(r, line=i)) for i, r in enumerate(rows)]
+    calib, valid = tm.split_halves(preps)
+    assert len(calib) + len(valid) == 15 and abs(len(calib) - len(valid)) <= 1
+    for g in range(3):
+        assert any(p.row.source.startswith(f"group{g}/") for p in calib)
+        assert any(p.row.source.startswith(f"group{g}/") for p in valid)
+    changed = [tm.Prepared(dataclass_replace(p.row, published={"epoch": 7.0})) for p in preps]
+    assert [p.row.key for p in tm.split_halves(changed)[0]] == [p.row.key for p in calib]
+
+
+def dataclass_replace(obj, **kw):
+    import dataclasses
+    return dataclasses.replace(obj, **kw)
 
 
 def test_partition_counts_on_a_path():
-    import numpy as np
     # path 0-1-2-3, parts [0, 0, 1, 1]: each part needs one halo row from the other
     indptr = np.array([0, 1, 3, 5, 6])
     indices = np.array([1, 0, 2, 1, 3, 2])
@@ -101,15 +225,58 @@ def test_partition_counts_on_a_path():
     assert stats["inner_arcs"] == [2, 2] and stats["halo_arcs"] == [1, 1]
 
 
-def test_two_row_pipeline_runs(tmp_path, capsys):
-    pytest.importorskip("cdfgnn.cost.estimate", reason="needs the ledger branch's cdfgnn.cost")
+def test_fit_moves_only_what_rows_depend_on_within_bounds():
+    from cdfgnn.pricing.efficiency import FIT_BOUNDS, load_efficiency
+    preps = [_prep(), _prep(model="graphsage", source="test/x row 9")]
+    start = load_efficiency()
+    fitted, best, names = tm.fit(preps, start)
+    assert best <= tm.loss(preps, start) + 1e-12
+    assert "link_nccl" not in names          # no nccl row
+    for key, (low, high) in FIT_BOUNDS.items():
+        if key in names:
+            assert low - 1e-9 <= getattr(fitted, key) <= high + 1e-9, key
+
+
+def test_pipeline_prints_every_part_for_both_halves(tmp_path, capsys):
+    """The whole run on two rows and a 2,000-vertex twin: ten summary lines at the end."""
     tiny = _write(tmp_path / "tiny.csv", TINY)
     cache = tmp_path / "cache"
     assert tm.main(["--published", str(tiny), "--cache", str(cache), "--scale", "2000"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert re.fullmatch(r"calibration: 1 rows, median ratio \d+\.\d{3}, within 2x: \d+%", out[-2])
-    assert re.fullmatch(r"validation: 1 rows, median ratio \d+\.\d{3}, within 2x: \d+%", out[-1])
-    # reddit's P=2 statistics, and P=8 where its published halo volume was measured
-    assert sorted(p.name.split("-n")[0] for p in cache.glob("*.json")) == ["reddit-ind-p2",
-                                                                           "reddit-ind-p8"]
-    assert any(line.startswith("fitted constants") for line in out)
+    tail = out[-10:]
+    expect = [f"{h} {p}" for h in tm.HALVES for p in tm.PARTS]
+    for line, label in zip(tail, expect):
+        assert re.fullmatch(rf"{label}: (\d+ rows, median ratio \d+\.\d{{3}}, within 2x: "
+                            rf"\d+%|0 rows, median ratio -, within 2x: -)", line), line
+    assert sorted(p.name.split("-n")[0] for p in cache.glob("*.json")) == ["reddit-ind-p2"]
+
+
+def test_compute_is_priced_as_the_source_defines_it():
+    from cdfgnn.pricing.efficiency import load_efficiency
+    eff = load_efficiency()
+    got = {d: _prep(compute_def=f"{d}: as printed").predict(eff)["compute"]
+           for d in tm.COMPUTE_DEFS}
+    assert got["epoch-minus-comm"] > got["epoch-minus-comm-reduce"] > got["forward-backward"]
+    assert got["forward-backward"] > got["aggregation-only"] > 0
+    with pytest.raises(tm.Skip, match="compute_def"):
+        _row(compute_def="wall clock of something")
+    assert "compute" not in _row(compute_s="", compute_def="").published
+
+
+def test_published_halo_copies_set_the_halo_total(tmp_path):
+    """real_partition_stats.csv's METIS halo copies for the graph and P replace the twin's
+    total (transductive only); a graph without a twin is spread evenly over the pairs."""
+    (tmp_path / tm.STATS_FILE).write_text(
+        "graph,vertices,arcs,partitioner,metric,parts,value,source,note\n"
+        "pubmed,19717,88651,metis,halo_copies_per_vertex,4,0.2,test,\n"
+        "reddit-dgl,232965,114615892,metis,halo_copies_per_vertex,2,0.5,test,\n")
+    assert tm.published_halo_copies("reddit", 2, tmp_path) == 0.5
+    assert tm.published_halo_copies("reddit", 4, tmp_path) is None
+    even = tm.halo_source("pubmed", "transductive", 4, 2000, tmp_path / "c", tmp_path)
+    assert even["halo_rows"].sum() == pytest.approx(0.2 * 19717)
+    assert even["halo_rows"][0, 1] == even["halo_rows"][2, 3] and even["halo_rows"][1, 1] == 0
+    with pytest.raises(tm.Skip, match="no twin"):
+        tm.halo_source("pubmed", "transductive", 8, 2000, tmp_path / "c", tmp_path)
+    twin = tm.halo_source("reddit", "transductive", 2, 2000, tmp_path / "c", tmp_path,
+                          log=lambda line: None)
+    assert twin["halo_rows"].sum() == pytest.approx(0.5 * 232965)

@@ -5,15 +5,29 @@ every rank; ``comm`` is a :class:`Communicator` whose traffic is accounted in
 ``comm.stats`` (see :mod:`cdfgnn.comm.base`). :class:`NetworkModel` turns that
 traffic into modelled seconds.
 """
-from cdfgnn.comm.base import CommStats, Communicator
-from cdfgnn.comm.launcher import BACKENDS, launch
-from cdfgnn.comm.network import GB, NETWORK_PROFILES, LinkProfile, NetworkModel
-from cdfgnn.comm.process import ProcessCommunicator
-from cdfgnn.comm.thread import ThreadCommunicator, ThreadGroup
-from cdfgnn.errors import CollectiveAbortedError, CollectiveTimeoutError
+from __future__ import annotations
 
-__all__ = [
-    "BACKENDS", "GB", "NETWORK_PROFILES", "CollectiveAbortedError", "CollectiveTimeoutError",
-    "CommStats", "Communicator", "LinkProfile", "NetworkModel", "ProcessCommunicator",
-    "ThreadCommunicator", "ThreadGroup", "launch",
-]
+import importlib
+
+# Each name is imported on first use (PEP 562), so that a module of this package that
+# needs no torch (devices, tags, netns) can be imported without importing torch: the
+# report jobs read device groups and message tags.
+_WHERE = {
+    "CommStats": "cdfgnn.comm.base", "Communicator": "cdfgnn.comm.base",
+    "BACKENDS": "cdfgnn.comm.launcher", "launch": "cdfgnn.comm.launcher",
+    "GB": "cdfgnn.comm.network", "NETWORK_PROFILES": "cdfgnn.comm.network",
+    "LinkProfile": "cdfgnn.comm.network", "NetworkModel": "cdfgnn.comm.network",
+    "ProcessCommunicator": "cdfgnn.comm.process",
+    "ThreadCommunicator": "cdfgnn.comm.thread", "ThreadGroup": "cdfgnn.comm.thread",
+    "CollectiveAbortedError": "cdfgnn.errors", "CollectiveTimeoutError": "cdfgnn.errors",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value

@@ -7,22 +7,31 @@ default). When a peer *process* dies, gloo fails at once, but its error names an
 address, not a rank.
 
 How: every rank of a torchrun job (:class:`~cdfgnn.train.torchrun.TorchrunSession`)
-runs two daemon threads. One, every ``interval_s``, adds 1 to its own counter in the
-job's TCPStore (the one torchrun's ``MASTER_ADDR:MASTER_PORT`` names, on host 0) and
-reads its peers' counters (``add(key, 0)`` reads without blocking on a missing key);
+runs, from the rendezvous on (before loading and partitioning), two daemon threads.
+One, every ``interval_s``, adds 1 to its own counter in the job's TCPStore (the one
+torchrun's ``MASTER_ADDR:MASTER_PORT`` names, on host 0) and reads its peers' counters
+(``add(key, 0)`` reads without blocking on a missing key);
 its store calls may block for good, so the other thread judges. A peer whose counter
 has not moved for ``lost_after_s`` is lost (``3 interval_s`` once a collective of
 this rank has failed: the failure is evidence already); a store round that has not
 completed for ``lost_after_s`` means host 0 is lost to this rank. The verdict is one
-line naming the lost ranks, grouped by host.
+line naming the lost ranks, grouped by host. Nothing a rank runs may hold the GIL
+for seconds while it beats, or its own beat stops and its peers take it for lost: the
+on-the-fly partitioning (pymetis and the numba partitioners hold it for a whole
+partition) runs in a child process (:mod:`cdfgnn.partition.apart`).
 
-* If the rank's main thread is blocked in a collective (the link-down case), the
-  watcher prints ``cdfgnn: error: run failed: <verdict>`` and ends the process with
-  exit code 1 (a thread cannot interrupt a blocked gloo call).
+* If the rank's main thread is blocked in a collective (the link-down case) or busy
+  with work of its own (waiting for its partitioning, setting up), the watcher prints
+  ``cdfgnn: error: run failed: <verdict>`` and ends the process with exit code 1 (a
+  thread cannot interrupt a blocked gloo call).
 * If a collective failed first (a peer process died), the communicator asks
   :meth:`Heartbeat.explain`, which waits at most ``lost_after_s + 3 interval_s`` for
   the verdict, and raises :class:`~cdfgnn.errors.PeerLostError` with it; without a
   verdict (every peer still beats: a hang, not a loss) the collective error stands.
+
+Ending the process skips ``finally`` clauses: what a rank must undo even then (a
+shared-memory file not yet unlinked, a child process) is registered with
+:func:`cdfgnn.exits.undo_on_abrupt_exit` and undone first (:func:`cdfgnn.exits.end_abruptly`).
 
 Cost in a normal run: ``world_size`` store round trips a second, 0.4 ms of CPU per
 rank and second (measured: 4 heartbeats and their store in one process on the 2-core
@@ -31,12 +40,11 @@ test machine); the training threads never wait on it.
 from __future__ import annotations
 
 import atexit
-import os
-import sys
 import threading
 import time
 from datetime import timedelta
 
+from cdfgnn.exits import end_abruptly
 from cdfgnn.partition.base import Topology
 
 HEARTBEAT_INTERVAL_S = 1.0
@@ -116,9 +124,7 @@ class Heartbeat:
         # anyway: leave without teardown.
         self.stop()
         if self._threads[0].is_alive():
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
+            end_abruptly(1)
 
     def explain(self) -> str | None:
         """After a failed collective: the verdict once the watcher reaches one, or None
@@ -210,8 +216,7 @@ class Heartbeat:
             self._cond.notify_all()
             explaining = self._explaining
         if not explaining and self.exit_on_loss:
-            # The main thread is blocked in a collective it cannot leave: end the process
-            # (skipping interpreter teardown, which would wait on the broken group).
-            sys.stderr.write(f"cdfgnn: error: run failed: {verdict}\n")
-            sys.stderr.flush()
-            os._exit(1)
+            # The main thread is blocked (in a collective it cannot leave, or in work of
+            # its own): end the process (skipping interpreter teardown, which would wait
+            # on the broken group).
+            end_abruptly(1, f"cdfgnn: error: run failed: {verdict}")

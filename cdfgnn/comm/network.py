@@ -19,7 +19,7 @@ Epoch time (docs/architecture.md, Metrics, "modelled on this machine"):
 
 ``slowdown`` is a per-device compute factor and ``transfer`` a per-device factor on
 ``comm_r`` (CaPGNN heterogeneity, default 1.0; from device profiles,
-:mod:`cdfgnn.comm.devices`).
+:mod:`cdfgnn.pricing.devices`).
 
 Profiles (:data:`NETWORK_PROFILES`):
 
@@ -36,7 +36,8 @@ Profiles (:data:`NETWORK_PROFILES`):
 * ``pcie4-host-staged``: the single-server GPU boxes of Sylvie (and CaPGNN before pcie3-host-staged), PCIe 4.0
   halved for host staging, 10 GbE between servers (assumed). Marked ``host_staged``:
   the device-modelled epoch prices the staging as D2H + H2D copies on each GPU's own
-  host link (intra-host) and adds them to the inter-host link.
+  host link (intra-host) and adds them to the inter-host link
+  (:mod:`cdfgnn.pricing.cluster`).
 * ``pcie3-host-staged``: CaPGNN's server, PCIe 3.0 x8 halved for host staging
   (gloo), 10 GbE between servers (assumed); host-staged as above.
 * ``pcie4-p2p``: CoFree-GNN's A100 server, PCIe 4.0 x16 without NVLink, NCCL
@@ -80,8 +81,11 @@ class LinkProfile:
     source: str = ""
     #: GPU-to-GPU data is staged through host memory (gloo): the device-modelled epoch
     #: adds a device-to-host copy of what a rank sends and a host-to-device copy of what
-    #: it receives, priced on each GPU's host link (cdfgnn.train.device_time)
+    #: it receives, priced on each GPU's host link (cdfgnn.pricing.cluster)
     host_staged: bool = False
+    #: the bandwidths are measured sustained rates, not nominal ones: the device model
+    #: does not scale them by its link efficiency (cdfgnn.pricing.cluster)
+    sustained: bool = False
 
     def __post_init__(self) -> None:
         for key in ("intra_gbps", "inter_gbps", "intra_bcast_gbps", "inter_bcast_gbps"):
@@ -94,9 +98,10 @@ class LinkProfile:
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise CdfgnnError(f"link profile {self.name!r}: {key} must be a finite number >= 0, "
                                   f"got {v!r}")
-        if not isinstance(self.host_staged, bool):
-            raise CdfgnnError(f"link profile {self.name!r}: host_staged must be true or false, "
-                              f"got {self.host_staged!r}")
+        for key in ("host_staged", "sustained"):
+            if not isinstance(getattr(self, key), bool):
+                raise CdfgnnError(f"link profile {self.name!r}: {key} must be true or false, "
+                                  f"got {getattr(self, key)!r}")
 
     def bandwidth(self, link: str, pattern: str = "p2p") -> float:
         """Bytes per second of link class ``link`` ('intra'/'inter') for ``pattern``."""
@@ -115,7 +120,8 @@ def _register(profile: LinkProfile) -> LinkProfile:
 
 
 _register(LinkProfile("cdfgnn-table2", 22.70, 8.27, 19.47, 11.98, 5e-6, 10e-6,
-                      source="CDFGNN Table 2 (PCIe / InfiniBand, measured); latencies assumed"))
+                      source="CDFGNN Table 2 (PCIe / InfiniBand, measured); latencies assumed",
+                      sustained=True))
 _register(LinkProfile("ethernet-10g", 22.70, 1.25, 22.70, 1.25, 5e-6, 50e-6,
                       source="PCIe as CDFGNN Table 2; 10 GbE nominal line rate; latencies assumed"))
 _register(LinkProfile("nvlink", 300.0, 25.0, 300.0, 25.0, 2e-6, 5e-6,
@@ -152,7 +158,7 @@ _register(LinkProfile("veth-1gbit", 0.40, 0.125, 0.40, 0.125, 20e-6, 25e-6,
                              "one Python socket stream measured 0.36-0.44 GB/s on the 2-core "
                              "test machine; latencies = half the TCP ping-pong round trip "
                              "measured there (21-215 us over the veth, 21-41 us on loopback; "
-                             "the low end taken)"))
+                             "the low end taken)", sustained=True))
 
 
 PROFILE_KEYS = ("intra_gbps", "inter_gbps", "intra_bcast_gbps", "inter_bcast_gbps",
@@ -171,13 +177,14 @@ def load_profile(path: str | os.PathLike) -> LinkProfile:
         inter_bcast_gbps: 1.25
         source: "measured with ..." # optional: where the numbers come from
         host_staged: false          # optional: GPU data staged through host memory (gloo)
+        sustained: false            # optional: bandwidths are measured, not nominal
     """
     path = Path(path)
     spec = read_yaml_mapping(path, f"network profile {path}", ", ".join(PROFILE_KEYS))
-    unknown = sorted(set(spec) - {*PROFILE_KEYS, "name", "source", "host_staged"})
+    unknown = sorted(set(spec) - {*PROFILE_KEYS, "name", "source", "host_staged", "sustained"})
     if unknown:
         raise CdfgnnError(f"network profile {path}: unknown key(s) {unknown}; valid: "
-                          f"name, source, {', '.join(PROFILE_KEYS)}")
+                          f"name, source, host_staged, sustained, {', '.join(PROFILE_KEYS)}")
     missing = [k for k in ("intra_gbps", "inter_gbps", "intra_latency_s", "inter_latency_s")
                if k not in spec]
     if missing:
@@ -187,7 +194,8 @@ def load_profile(path: str | os.PathLike) -> LinkProfile:
                        spec.get("inter_bcast_gbps", spec["inter_gbps"]),
                        spec["intra_latency_s"], spec["inter_latency_s"],
                        source=str(spec.get("source", f"user profile {path}")),
-                       host_staged=spec.get("host_staged", False))
+                       host_staged=spec.get("host_staged", False),
+                       sustained=spec.get("sustained", False))
 
 
 def get_profile(spec: str | LinkProfile) -> LinkProfile:

@@ -222,6 +222,12 @@ class ProcessCommunicator(Communicator):
         else:
             self._dist("barrier", dist.barrier)
 
+    def broadcast_object(self, obj, src: int = 0):
+        """Rank ``src``'s picklable ``obj`` on every rank (bookkeeping only: not accounted)."""
+        box = [obj if self.rank == src else None]
+        self._dist("broadcast_object_list", dist.broadcast_object_list, box, src=src)
+        return box[0]
+
     def _all_gather_object_impl(self, obj):
         out = [None] * self.world_size
         self._dist("all_gather_object", dist.all_gather_object, out, obj)

@@ -1,1 +1,2 @@
-"""Device cost model: operation ledger, GPU profiles, efficiency constants, pricing."""
+"""Counting: the operation ledger (what a GPU would execute, counted where it is issued).
+Pricing the counts is :mod:`cdfgnn.pricing`, a layer above the communicators."""

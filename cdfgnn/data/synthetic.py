@@ -329,13 +329,23 @@ def _unit_rows(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     return (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
 
 
+def centroid_features(classes: np.ndarray, num_features: int, snr: float,
+                      rng: np.random.Generator) -> np.ndarray:
+    """Features drawn around class centroids (module doc, step 4): ``x_i = snr * mu_{c_i} +
+    eps_i``, unit-norm random centroids ``mu`` (one per class id up to ``max(classes)``),
+    ``eps ~ N(0, I)``, float32 of shape (len(classes), num_features). The twins' features,
+    and the planted features of a graph without labels (`cdfgnn compare`)."""
+    x = rng.standard_normal((classes.shape[0], num_features), dtype=np.float32)
+    centroids = _unit_rows(rng, int(classes.max()) + 1, num_features) * np.float32(snr)
+    x += centroids[classes]
+    return x
+
+
 def _features(spec: TwinSpec, blocks: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    n, f = blocks.shape[0], spec.num_features
-    x = rng.standard_normal((n, f), dtype=np.float32)
     if spec.random_features:
-        return x
-    centroids = _unit_rows(rng, int(blocks.max()) + 1, f) * np.float32(spec.feature_snr)
-    x += centroids[blocks]
+        return rng.standard_normal((blocks.shape[0], spec.num_features), dtype=np.float32)
+    x = centroid_features(blocks, spec.num_features, spec.feature_snr, rng)
+    f = spec.num_features
     if spec.multilabel and spec.label_snr > 0:
         emb = _unit_rows(rng, spec.num_classes, f)
         count = np.maximum(y.sum(axis=1, keepdims=True), 1.0)

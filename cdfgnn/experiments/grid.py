@@ -11,6 +11,7 @@ Config shape::
 
     scale: small                     # size of the synthetic twins
     data_seed: 0                     # seed of the twin generators
+    batch: 1                         # runs / partitionings per job (below)
     device: cpu                      # default device of the training jobs (cuda: on the
                                      # process backend, one GPU per rank; an experiment's
                                      # own train.device wins; `--config device=cpu`)
@@ -39,6 +40,18 @@ Every table and figure belongs to a **group**, the prefix of its name (figure
 ``cdfgnn/fig7_send_ratio`` -> ``cdfgnn``; table ``cdfgnn_claims`` -> ``cdfgnn``);
 the Snakefile makes one target rule per group (``snakemake --cores 2 cdfgnn``).
 
+**Batches.** A job is a process, and for short jobs starting Python and importing torch,
+pandas or matplotlib is most of their time. So files that are always needed together
+are made by one job, its commands chained in one process (`cdfgnn A ... --then B ...`),
+one generated rule per batch:
+
+* tables and figures of one group that read the same files (always);
+* with ``batch: N`` > 1, runs and partitionings read by the same configured tables and
+  figures, up to N per job (every run and partitioning is then made by a batch rule).
+
+Asking for one table or figure still builds only what it reads: a batch never holds a
+file that some table or figure reads without reading the others.
+
 File layout (the wildcards are dataset, partitioner, topology ``h{hosts}x{dph}``,
 method, seed; runs add the experiment name so two grids with different model
 settings never share a file)::
@@ -55,7 +68,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import product
 from typing import Any, Iterable, Mapping
 
@@ -71,6 +84,8 @@ CLAIMS_PAGE = "results/tables/claims.md"   # every paper's claims on one page
 # filters of a figure or table; the last two select runs only
 FILTERS = ("datasets", "partitioners", "topologies", "seeds", "methods", "single")
 RUN_FILTERS = ("methods", "single")
+#: the word that chains `cdfgnn` commands in one process (cdfgnn.cli.THEN)
+THEN = "--then"
 FILE_DATASET_FLAGS = {"from": "--from", "format": "--format", "features": "--features",
                       "labels": "--labels"}
 
@@ -219,6 +234,14 @@ class Output:
                    {k: entry[k] for k in FILTERS if k in entry}, dict(entry.get("params") or {}))
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Jobs of one kind made by one process, one after another: a generated rule."""
+    rule: str
+    kind: str                          # "report" | "train" | "partition"
+    members: tuple                     # Output | RunJob | PartitionJob
+
+
 class Grid:
     """The expanded pipeline for one (merged, schema-checked) config dict."""
 
@@ -238,6 +261,7 @@ class Grid:
                                           for n, t in (config.get("tables") or {}).items()}
         self.figures: dict[str, Output] = {n: Output.parse(n, "figure", f)
                                            for n, f in (config.get("figures") or {}).items()}
+        self.batch = int(config.get("batch", 1))
         self.threads: dict[str, int] = {"prepare": 1, "partition": 1, "train": 1,
                                         **(config.get("threads") or {})}
         self.extra_datasets, self.file_datasets = _parse_datasets(config.get("datasets"))
@@ -589,6 +613,116 @@ class Grid:
     def table_inputs(self, table: str) -> list[str]:
         return self.report_inputs("table", table)
 
+    # -------------------------------------------------------------- batches
+    @cached_property
+    def _readers(self) -> dict[Any, frozenset[str]]:
+        """Run or partitioning -> the configured tables and figures that read it (what
+        reads a run also needs the run's partitioning)."""
+        readers: dict[Any, set[str]] = {}
+        for out in self.outputs():
+            for run in self.output_runs(out):
+                readers.setdefault(run, set()).add(out.where)
+                if run.partition is not None:
+                    readers.setdefault(run.partition, set()).add(out.where)
+            for job in self.output_partitions(out):
+                readers.setdefault(job, set()).add(out.where)
+        return {job: frozenset(names) for job, names in readers.items()}
+
+    def _read_together(self, kind: str, jobs: list) -> list[Batch]:
+        """``jobs`` in batches of at most :attr:`batch`, each from one class of jobs read
+        by the same tables and figures, split evenly."""
+        classes: dict[frozenset[str], list] = {}
+        for job in jobs:
+            classes.setdefault(self._readers.get(job, frozenset()), []).append(job)
+        batches = []
+        for members in classes.values():
+            n = -(-len(members) // self.batch)
+            for i in range(n):
+                part = members[i * len(members) // n:(i + 1) * len(members) // n]
+                batches.append(Batch(f"{kind}_batch_{len(batches) + 1}", kind, tuple(part)))
+        return batches
+
+    def run_batches(self) -> list[Batch]:
+        """Every run in batches (``batch`` > 1), else none: one job per run."""
+        return self._read_together("train", self.all_runs()) if self.batch > 1 else []
+
+    def partition_batches(self) -> list[Batch]:
+        """Every partitioning in batches (``batch`` > 1), else none: one job each."""
+        return self._read_together("partition", self.all_partitions()) if self.batch > 1 else []
+
+    def report_batches(self) -> list[Batch]:
+        """Tables and figures of one group that read the same files, two or more to a
+        batch (the others: one job each, rules ``table`` and ``figure``)."""
+        same: dict[tuple, list[Output]] = {}
+        for out in self.outputs():
+            same.setdefault((out.group, tuple(self.report_inputs(out.kind, out.name))),
+                            []).append(out)
+        members = [outs for outs in same.values() if len(outs) > 1]
+        return [Batch(f"report_batch_{i}", "report", tuple(outs))
+                for i, outs in enumerate(members, 1)]
+
+    def batched_outputs(self, kind: str) -> set[str]:
+        """Names of the tables or figures (``kind``) drawn by a report batch."""
+        return {o.name for b in self.report_batches() for o in b.members if o.kind == kind}
+
+    def batch_inputs(self, batch: Batch) -> list[str]:
+        if batch.kind == "report":
+            return _unique([p for o in batch.members for p in self.report_inputs(o.kind, o.name)])
+        if batch.kind == "partition":
+            return _unique([self.dataset_path(j.dataset) for j in batch.members])
+        return _unique([p for r in batch.members
+                        for p in [self.dataset_path(r.dataset)]
+                        + ([r.partition.path] if r.partition is not None else [])])
+
+    def batch_outputs(self, batch: Batch) -> list[str]:
+        if batch.kind == "report":
+            return [p for o in batch.members for p in o.paths]
+        if batch.kind == "partition":
+            return [p for j in batch.members for p in (j.path, j.stats_path)]
+        return [r.path for r in batch.members]
+
+    def batch_commands(self, batch: Batch) -> str:
+        """The batch's `cdfgnn` commands, chained (the arguments after `cdfgnn`)."""
+        command = {"report": self.report_command, "partition": self.partition_command,
+                   "train": self.train_command}[batch.kind]
+        return f" {THEN} ".join(shlex.join(command(m)) for m in batch.members)
+
+    def batch_gpus(self, batch: Batch) -> int:
+        """GPUs a run batch holds: the most any of its runs needs (they run one by one)."""
+        return max((self.run_gpus(r) for r in batch.members), default=0)
+
+    def batch_caption(self, batch: Batch) -> str:
+        """The captions of every table and figure of a report batch, one after another."""
+        return "\n\n".join(self.caption(o.kind, o.name) for o in batch.members)
+
+    def run_gpus(self, run: RunJob) -> int:
+        if run.trainer == DISTRIBUTED:
+            return self.gpus(run.experiment, run.topology, run.method)
+        return self.gpus(run.experiment, trainer=run.trainer)
+
+    # ------------------------------------------- commands (what a rule's shell line says)
+    def partition_command(self, job: PartitionJob) -> list[str]:
+        """`cdfgnn partition` of one partitioning (rule ``partition_graph``)."""
+        return ["partition", "--graph", self.dataset_path(job.dataset),
+                *shlex.split(self.partition_args(job.partitioner, job.topology)),
+                "--seed", str(job.seed), "--out", job.path, "--stats-out", job.stats_path]
+
+    def train_command(self, run: RunJob) -> list[str]:
+        """`cdfgnn train` of one run (rules ``train`` and ``train_single``)."""
+        files = ["--graph", self.dataset_path(run.dataset)]
+        if run.trainer == DISTRIBUTED:
+            files += ["--partition", run.partition.path]
+            args = self.train_args(run.experiment, run.topology, run.method)
+        else:
+            args = self.train_args(run.experiment, trainer=run.trainer)
+        return ["train", "--dataset", run.dataset, *files, *shlex.split(args),
+                "--seed", str(run.seed), "--out", run.path]
+
+    def report_command(self, out: Output) -> list[str]:
+        """`cdfgnn report` of one table or figure (rules ``table`` and ``figure``)."""
+        files = ["--out", out.paths[0]] + (["--md-out", out.paths[1]] if out.kind == "table" else [])
+        return ["report", *shlex.split(self.report_args(out.kind, out.name)), *files]
+
     # ------------------------------------------------------- CLI arguments
     def prepare_args(self, dataset: str) -> str:
         """`cdfgnn prepare` flags besides the name and outputs: a twin's scale and seed,
@@ -670,8 +804,9 @@ class Grid:
             "topology": r"h[0-9]+x[0-9]+",
             "seed": r"[0-9]+",
             "trainer": alternation(ONE_PROCESS_TRAINERS),
-            "table": alternation(self.tables),
-            "figure": alternation(self.figures),
+            # a table or figure of a report batch is made by the batch's rule alone
+            "table": alternation(set(self.tables) - self.batched_outputs("table")),
+            "figure": alternation(set(self.figures) - self.batched_outputs("figure")),
         }
 
 

@@ -315,6 +315,17 @@ class Method:
     def check_params(self) -> None:
         """Cross-parameter checks (raise CdfgnnError); single values are checked by Param."""
 
+    @classmethod
+    def same_function_as_exact(cls, params: dict[str, Any] | None = None) -> bool:
+        """Does the method with ``params`` train the model ``exact`` trains? True only at its
+        declared degenerate setting (:attr:`degenerate`, tested to equal ``exact``) with
+        every other parameter at its default; a method without one (dropped edges, stale
+        rows, sampling) changes the model's function. Conservative: a parameter that only
+        changes timing also counts as a change."""
+        if cls.degenerate.params is None:
+            return False
+        return cls(**(params or {})).params == cls(**cls.degenerate.params).params
+
 
 class SyncStrategy(Method):
     """Base strategy: exact synchronisation (every row, every sync) with a codec."""

@@ -71,6 +71,7 @@ from cdfgnn.cost import ledger
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods import cdfgnn_kernels as K
 from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncKey, valid_codec
+from cdfgnn.methods.cache_state import CacheState
 from cdfgnn.methods.cdfgnn_cache_torch import TorchCachePath
 from cdfgnn.methods.exact import Exact
 
@@ -97,20 +98,6 @@ class CdfgnnQuant(CdfgnnBaseline):
     degenerate = Degenerate({"codec": "none"}, "vertex")
     PARAMS = {"codec": Param("linear-8", str, check=valid_codec, expect=CODEC_HELP,
                              doc="message encoding of every vertex row sent")}
-
-
-class CacheState:
-    """Per (layer, direction): the last pushed contribution and the cached aggregate
-    (torch tensors and numpy views of the same memory, for the kernels)."""
-
-    __slots__ = ("pushed", "agg", "pushed_np", "agg_np")
-
-    def __init__(self, rows: int, width: int, device: torch.device = torch.device("cpu")):
-        self.pushed = torch.zeros(rows, width, device=device)
-        self.agg = torch.zeros(rows, width, device=device)
-        on_host = self.pushed.device.type == "cpu"   # the kernels' views: host state only
-        self.pushed_np = self.pushed.numpy() if on_host else None
-        self.agg_np = self.agg.numpy() if on_host else None
 
 
 def _count_kernel(checked: int, moved: int, width: int, kind: str = "cache") -> None:

@@ -16,6 +16,7 @@ import torch
 
 from cdfgnn.comm.codecs import pack_bits, unpack_bits
 from cdfgnn.methods.base import SyncKey
+from cdfgnn.methods.cache_state import CacheState
 
 
 class TorchCachePath:
@@ -33,7 +34,6 @@ class TorchCachePath:
         return got[1:]
 
     def _torch_replica_sync(self, z: torch.Tensor, layer: int, direction: str) -> torch.Tensor:
-        from cdfgnn.methods.cdfgnn_cache import CacheState
         width = int(z.shape[1])
         st = self._state.get((layer, direction))
         if st is None:

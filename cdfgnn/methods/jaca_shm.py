@@ -1,7 +1,9 @@
 """JACA's shared (per-host) tier on the process backend: one OS shared-memory segment.
 
-One file in ``/dev/shm`` per host (``cdfgnn-jaca-<run token>-h<host>``; the token is
-rank 0's uuid, gathered by every rank in ``Jaca.setup``), mapped by every rank of the
+One segment per host, mapped by every rank of the host: on Linux an anonymous memory
+file of the host's first rank (``memfd_create``) that the others open through
+``/proc/<pid>/fd/<fd>``; elsewhere a file in ``/dev/shm`` (``cdfgnn-jaca-<run
+token>-h<host>``; the token is rank 0's uuid, gathered by every rank in ``Jaca.setup``).
 host. Per cached layer it holds, as numpy/torch views over the mapping (no pickling,
 no copy per read beyond the row gather into the output):
 
@@ -21,29 +23,40 @@ them **in rank order**, one host rank per turn between barriers (every host's
 ``t``-th rank in turn ``t``), so no two ranks ever write a segment at once and the
 result equals the thread tier's (rank, order) merge.
 
-Lifetime: the host's first rank creates and initialises the file, the others map
-it after a barrier, and the creator unlinks it after a second barrier, so nothing
-is left in ``/dev/shm`` even when a rank dies later (the mappings live until the
-processes exit); a failure before the unlink removes the file (best effort).
+Lifetime: the host's first rank creates and initialises the segment, the others map
+it after an exchange (the creator's pid and descriptor), and after a barrier the
+creator closes its descriptor (and unlinks the ``/dev/shm`` file), so the memory lives
+exactly as long as the mappings, whatever ends the processes later. An anonymous file
+has no name in any file system, so nothing can be left behind even by a rank killed
+with SIGKILL before that barrier; a ``/dev/shm`` file is removed on a failure before the
+unlink and by a creator ended abruptly in between (a lost host, SIGTERM under
+torchrun: :mod:`cdfgnn.exits`), not after SIGKILL.
 """
 from __future__ import annotations
 
 import mmap
 import os
 import tempfile
+from contextlib import nullcontext
 from typing import Callable
 
 import numpy as np
 import torch
 
 from cdfgnn.errors import CdfgnnError
-from cdfgnn.methods.jaca import Pool, apply_staged
+from cdfgnn.exits import undo_on_abrupt_exit
+from cdfgnn.methods.jaca_pool import Pool, apply_staged
 
 _ALIGN = 64
 
 
 def shm_dir() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+def anonymous() -> bool:
+    """Can segments be anonymous memory files that peers open through ``/proc``?"""
+    return hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
 
 
 class _Layout:
@@ -125,43 +138,63 @@ class ShmTier:
     def __init__(self, comm, token: str, host: int, creator: bool, gids: np.ndarray,
                  capacity: int, policy: str, priority: np.ndarray, widths: dict, seed: int):
         lay = _layout(gids.size, capacity, widths)
-        self.path = os.path.join(shm_dir(), f"cdfgnn-jaca-{token}-h{host}")
+        self.name = f"cdfgnn-jaca-{token}-h{host}"
+        # an anonymous file (Linux) has no path; a /dev/shm file is unlinked once mapped
+        self.path = None if anonymous() else os.path.join(shm_dir(), self.name)
         self.staged: list[tuple] = []
         self.mm = None
-        try:
-            if creator:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-                try:
-                    os.ftruncate(fd, max(lay.size, 1))
-                    self.mm = mmap.mmap(fd, max(lay.size, 1))
-                finally:
-                    os.close(fd)
-                v = lay.views(self.mm)
-                for l in widths:
-                    v[f"stamp{l}"][:] = -1
-                    v[f"slot{l}"][:] = -1
-                    v[f"keys{l}"][:] = -1
-                self._save_rng(v["rng"], np.random.default_rng(seed))
-            comm.barrier()                      # the file exists and is initialised
-            if not creator:
-                fd = os.open(self.path, os.O_RDWR)
-                try:
-                    self.mm = mmap.mmap(fd, max(lay.size, 1))
-                finally:
-                    os.close(fd)
-            comm.barrier()                      # every rank of the host has mapped it
-        finally:
-            if creator:
-                try:
-                    os.unlink(self.path)
-                except FileNotFoundError:
-                    pass
+        # the creator unlinks the file also when it ends abruptly in between (a lost host)
+        with undo_on_abrupt_exit(self._unlink) if creator else nullcontext():
+            try:
+                self._map(comm, lay, host, creator, widths, seed)
+            finally:
+                if creator:
+                    self._unlink()
         v = lay.views(self.mm)
         self._rng_words = v["rng"]
         self.rng = np.random.default_rng(0)    # state loaded from the segment per turn
         self.pools = {l: ShmPool(v, l, gids, capacity, policy, priority, self.rng)
                       for l in widths}
         self.nbytes = lay.size
+
+    def _map(self, comm, lay: _Layout, host: int, creator: bool, widths: dict,
+             seed: int) -> None:
+        """The creator makes and initialises the segment; every rank of the host maps it."""
+        size = max(lay.size, 1)
+        fd = None
+        try:
+            if creator:
+                fd = (os.memfd_create(self.name, os.MFD_CLOEXEC) if self.path is None else
+                      os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+                os.ftruncate(fd, size)
+                self.mm = mmap.mmap(fd, size)
+                v = lay.views(self.mm)
+                for l in widths:
+                    v[f"stamp{l}"][:] = -1
+                    v[f"slot{l}"][:] = -1
+                    v[f"keys{l}"][:] = -1
+                self._save_rng(v["rng"], np.random.default_rng(seed))
+            # the segment exists and is initialised: where the host's creator holds it
+            where = comm.all_gather_object((os.getpid(), fd) if creator else None)
+            if not creator:
+                pid, their_fd = where[host * comm.topology.devices_per_host]
+                mine = os.open(self.path or f"/proc/{pid}/fd/{their_fd}", os.O_RDWR)
+                try:
+                    self.mm = mmap.mmap(mine, size)
+                finally:
+                    os.close(mine)
+            comm.barrier()                      # every rank of the host has mapped it
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _unlink(self) -> None:
+        if self.path is None:
+            return
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
 
     @staticmethod
     def _save_rng(words: np.ndarray, rng: np.random.Generator) -> None:

@@ -197,7 +197,7 @@ class RapaMixin:
         if not self.params["prune"]:
             return Prepared(hosts if hosts is not None and hosts.any() else None,
                             {"rapa": None, "halo_overlap": overlap, **host_info})
-        from cdfgnn.comm.devices import parse_devices
+        from cdfgnn.pricing.devices import parse_devices
         profiles = parse_devices(devices, part.num_parts)
         mask, info = rapa_prune(graph, part, profiles, self.params["alpha"], self.params["eps"],
                                 self.params["max_iter"], self.params["recount"], hosts)

@@ -142,10 +142,14 @@ def reference_mask(global_ids: torch.Tensor, num_features: int, p: float, key: i
 
 
 def warm_up() -> None:
-    """Load (or compile) the kernels now, not inside a timed epoch."""
-    ids = torch.arange(2)
-    apply_mask(torch.ones(2, 2), ids, 0.5, 1)
-    apply_mask(torch.ones(2, 2, dtype=torch.float64), ids, 0.5, 1)
+    """Load (or compile) the kernels now, not inside a timed epoch: the overloads
+    :func:`apply_mask` calls (float32 and float64 rows, int64 ids), on numpy arrays, so
+    that no torch operation runs (the process backend's forkserver warms them up before
+    it forks ranks: cdfgnn/train/rank_preload.py)."""
+    ids = np.arange(2, dtype=np.int64)
+    for dtype in (np.float32, np.float64):
+        x = np.ones((2, 2), dtype=dtype)
+        _apply(x, ids, 1, _threshold(0.5), _scale(0.5), np.empty_like(x))
 
 
 def dropout_key(seed: int, epoch: int, layer: int) -> int:

@@ -130,7 +130,7 @@ def device_view(rec: Mapping[str, Any]) -> dict[str, Any]:
     that arithmetic on it stays missing), never the CPU-measured value. A rank's
     ``part_cpu_max_s`` becomes its largest part's priced compute (``part_compute_max_s``);
     a sampled record's step, network, exposed and epoch times come from its step model."""
-    from cdfgnn.train.device_time import reprice
+    from cdfgnn.pricing.record import reprice
 
     mt = dict(_section(rec, "model_time"))
     priced = reprice(dict(rec)) if mt.get("device") else None
@@ -170,7 +170,7 @@ def _part_compute(rec: Mapping[str, Any], priced: Mapping[str, Any], r: int) -> 
 
 def _device_minibatch(priced: Mapping[str, Any]) -> dict[str, float]:
     """The mini-batch section's times from the sampled track's device model
-    (:func:`cdfgnn.train.step_time.step_device_model`): modelled step, network, exposed
+    (:func:`cdfgnn.pricing.step.step_device_model`): modelled step, network, exposed
     network and epoch; the step's wall time is the modelled step."""
     step, net, exposed, epoch = (priced[k] for k in ("step_s", "network_s", "exposed_s",
                                                      "epoch_s"))

@@ -56,6 +56,7 @@ def run_metrics(run: RunRow) -> dict[str, Any]:
         "hosts": run.hosts, "seed": run.seed,
         "devices": ",".join(d["label"] or d["name"] for d in run.devices) if run.devices
         else "as measured",
+        "group": table4_group([d["name"] for d in run.devices]),
         "epoch_ms": 1e3 * run.modelled_epoch_s,
         "comm_ms": 1e3 * float(max(run.comm_s or (np.nan,))),
         "halo_bytes": float(run.tag_total("bytes", ("halo/",))),
@@ -80,6 +81,14 @@ def run_metrics(run: RunRow) -> dict[str, Any]:
            if timed else 0.0 for st in ("check", "pick", "update")},
         "source": run.source,
     }
+
+
+def table4_group(names: list[str]) -> str:
+    """The CaPGNN Table 4 group (``x2`` .. ``x8``) whose devices these are, rank by rank;
+    ``""`` for any other set."""
+    from cdfgnn.pricing.devices import GROUPS
+
+    return next((g for g, members in GROUPS.items() if list(members) == list(names)), "")
 
 
 def metrics_frame(rows: list[RunRow]) -> pd.DataFrame:
@@ -300,11 +309,32 @@ def measure_policies(ctx: ClaimContext) -> list[Measurement]:
     return out
 
 
+def _real_name(dataset: str) -> str:
+    """The real dataset of a twin (``synth-reddit`` -> ``reddit``), else the name itself."""
+    from cdfgnn.data.datasets import DATASETS
+
+    try:
+        entry = DATASETS.get(dataset)
+    except CdfgnnError:               # an imported graph: no paper dataset
+        return dataset
+    return entry.twin if entry.kind == "synthetic" and entry.twin else dataset
+
+
+#: the two values measure_overall gives per configuration, with the paper's by its name
+OVERALL = {"speedup": "x", "comm_cut": " %"}
+
+
 def measure_overall(ctx: ClaimContext) -> list[Measurement]:
-    """capgnn against each baseline: speed-up, then communication cut (%), per setting."""
-    out = []
-    for (exp, ds, model, p), sub in ctx.runs.groupby(["experiment", "dataset", "model",
-                                                      "workers"]):
+    """capgnn against each baseline, per configuration: speed-up, then communication cut
+    (%), each beside the paper's value for that dataset, model, Table 4 group and baseline
+    (:func:`cdfgnn.report.capgnn_table7.paper_ratio`). Configurations the paper has no
+    value for (another dataset, devices that are no Table 4 group, a Timeout or OOM cell)
+    make one row per value, not one each: their measured range, and why."""
+    from cdfgnn.report.capgnn_table7 import paper_ratio
+
+    judged, unmatched = [], []
+    for (exp, ds, model, p, group), sub in ctx.runs.groupby(
+            ["experiment", "dataset", "model", "workers", "group"]):
         cap = sub[sub["key"] == "capgnn"]
         if cap.empty:
             continue
@@ -312,14 +342,36 @@ def measure_overall(ctx: ClaimContext) -> list[Measurement]:
             b = sub[sub["key"] == base]
             if b.empty:
                 continue
-            runs, labels = list(b["source"]) + list(cap["source"]), {"base": base}
-            out.append(Measurement(f"{exp}: {ds} {model}, P={p}, modelled epoch time",
-                                   {"speedup": b["epoch_ms"].mean() / cap["epoch_ms"].mean()},
-                                   runs=runs, labels=labels))
+            measured = {"speedup": b["epoch_ms"].mean() / cap["epoch_ms"].mean(),
+                        "comm_cut": 100 * (1 - cap["comm_ms"].mean() / b["comm_ms"].mean())}
+            paper = paper_ratio(_real_name(ds), model, group, base)
+            item = (f"{exp}: {ds} {model}, P={p}" + (f" ({group})" if group else ""),
+                    base, measured, paper, list(b["source"]) + list(cap["source"]))
+            (judged if paper.speedup is not None else unmatched).append(item)
+    out = []
+    for config, base, measured, paper, runs in judged:
+        for name, unit in OVERALL.items():
+            value = getattr(paper, name)
+            what = "modelled epoch time" if name == "speedup" else \
+                "modelled communication of the slowest rank"
+            out.append(Measurement(f"{config}, {what}",
+                                   {name: measured[name], f"paper_{name}": value}, runs=runs,
+                                   labels={"base": base},
+                                   paper=f"{value:.3g}{unit} ({paper.where})"))
+    if unmatched:
+        reasons = sorted({paper.missing for *_, paper, _ in unmatched})
+        runs = [r for *_, rr in unmatched for r in rr]
+        bases = ", ".join(sorted({base for _, base, *_ in unmatched}))
+        for name, unit in OVERALL.items():
+            vals = [m[name] for _, _, m, _, _ in unmatched]
+            lo, hi = min(vals), max(vals)
             out.append(Measurement(
-                f"{exp}: {ds} {model}, P={p}, modelled communication of the slowest rank",
-                {"comm_cut": 100 * (1 - cap["comm_ms"].mean() / b["comm_ms"].mean())},
-                runs=runs, labels=labels))
+                f"{len(unmatched)} configuration(s) without a Table 7 value: "
+                + "; ".join(f"{c} vs {b}" for c, b, *_ in unmatched),
+                {name: lo}, runs=runs, labels={"base": bases},
+                shown={name: f"{lo:.3g}{unit}" if lo == hi else f"{lo:.3g}-{hi:.3g}{unit}"},
+                paper="no Table 7 value for these settings",
+                note="; ".join(reasons), setting_differs=True))
     return out
 
 
@@ -367,7 +419,7 @@ def measure_nothing(ctx: ClaimContext) -> list[Measurement]:
     return [Measurement.one(None, "no matching runs")]
 
 
-#: CaPGNN's headline claims (Obs. 1, Figs. 15 and 18, Tables 8-9) and the issue's targets
+#: CaPGNN's headline claims (Obs. 1, Figs. 15 and 18, Tables 7-9) and the suite's JACA targets
 CLAIMS = (
     ClaimSpec("the 1-hop halo / inner ratio grows with the partitions (Obs. 1)",
               "> 1x from the fewest to the most parts", measure_halos, (at_least(1.0),),
@@ -376,21 +428,26 @@ CLAIMS = (
               (at_least(1.0),), value="hops", unit="x"),
     ClaimSpec("total halos can reach or exceed the inner vertices (Obs. 1)",
               ">= 1 halo per inner vertex", measure_halos, (at_least(1.0),), value="reach"),
-    ClaimSpec("JACA cuts halo bytes per epoch by >= 80% against exact", ">= 80 %", measure_jaca,
-              (at_least(80.0),), value="cut", unit=" %"),
-    ClaimSpec("JACA keeps accuracy within 0.5 points (refresh on)", ">= -0.5 points",
-              measure_jaca, (at_least(-0.5),), value="accuracy", unit=" points"),
+    ClaimSpec("JACA cuts halo bytes per epoch by >= 80% against exact", ">= 80 % (suite target)",
+              measure_jaca, (at_least(80.0),), value="cut", unit=" %", suite_target=True),
+    ClaimSpec("JACA keeps accuracy within 0.5 points (refresh on)",
+              ">= -0.5 points (suite target)", measure_jaca, (at_least(-0.5),),
+              value="accuracy", unit=" points", suite_target=True),
     ClaimSpec("RAPA lowers the modelled epoch time against plain METIS (heterogeneous x4)",
               "> 1x (Table 8: 151.90/77.95 = 1.95x on Reddit GCN)", measure_rapa,
               (at_least(1.0),), unit="x", speed=True),
     ClaimSpec("overlap-ratio priority has a higher hit rate than {others} at equal capacity",
               "> 0 (Fig. 15)", measure_policies, (at_least(0.0),)),
-    ClaimSpec("CaPGNN is faster than {base} (speed-up 0.17x-18.98x)", "0.17x-18.98x",
-              measure_overall, (at_least(1.0),), value="speedup", unit="x",
-              setting_differs=True, speed=True),
-    ClaimSpec("CaPGNN cuts communication time against {base} (18%-99%)", "18 %-99 %",
-              measure_overall, (at_least(18.0),), value="comm_cut", unit=" %",
-              setting_differs=True, speed=True),
+    ClaimSpec("CaPGNN is faster than {base} (sec. 5.9: speed-ups 0.17x-18.98x; judged "
+              "against Table 7's cell for the dataset, model and GPU group)",
+              "0.17x-18.98x", measure_overall,
+              (at_least("paper_speedup", rel_tol=0.25),), value="speedup", unit="x",
+              speed=True, note="within 25% of the paper's speed-up counts"),
+    ClaimSpec("CaPGNN cuts communication time against {base} (sec. 5.9: 18%-99%; judged "
+              "against Table 7's cell for the dataset, model and GPU group)",
+              "18 %-99 %", measure_overall,
+              (at_least("paper_comm_cut", rel_tol=0.25),), value="comm_cut", unit=" %",
+              speed=True, note="within 25% of the paper's cut counts"),
     ClaimSpec("with a very small cache the epoch is slower than without one (Fig. 18)",
               "> 1x (a few thousand vertices)", measure_small_cache, (at_least(1.0),), unit="x",
               speed=True),
@@ -414,9 +471,13 @@ def claims(inputs, params, out, md_out) -> None:
     ctx = context_of(inputs)
     claims = evaluate(CLAIMS, ctx, DeviceModel.of(inputs, context_of))
     write_claims("CaPGNN", claims or evaluate(NO_RUNS, ctx), out, md_out,
-                 notes=["Times are modelled (CPU compute x device profile + network model); "
-                        "speed-up and communication claims are 'different setting' because "
-                        "the paper measured GPUs on PCIe with the real graphs."])
+                 notes=["Times are modelled: CPU compute x device profile + network model "
+                        "(`measured`), and the operation ledger priced on the Table 4 GPUs "
+                        "(`device_measured`). The speed-up and communication-cut ranges of "
+                        "sec. 5.9 are judged per configuration against Table 7's value for "
+                        "the same dataset (a twin: its real dataset), model, GPU group and "
+                        "baseline (`exact` is the paper's Vanilla); settings Table 7 has no "
+                        "value for share one row."])
 
 
 # ------------------------------------------------------------------ figures

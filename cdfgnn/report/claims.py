@@ -18,6 +18,17 @@ comes from a configuration the paper's number cannot be compared with one to one
 (twins instead of the real graph, a modelled network), and ``not measured`` that
 the runs needed for it are missing. A claim that does not reproduce is a result:
 it is reported, never tuned away.
+
+A row's ``source`` is ``paper`` (a claim of the paper) or ``suite target`` (a goal this
+suite set itself, e.g. a minimum cut, declared with ``ClaimSpec(suite_target=True)``):
+targets are shown in a section of their own and never counted in a paper's totals.
+
+**Two sets of totals.** A speed claim is judged twice: on the CPU-measured model (this
+machine's CPU time, which moves with its load) and on the device model (operation counts
+priced on the papers' GPUs, which does not). :func:`verdict_counts` gives both totals over
+the papers' claims: ``device`` takes a speed row's device verdict and any other row's
+verdict (counts and accuracy do not depend on load), ``cpu`` every row's CPU-measured
+verdict; pages lead with the device totals (:func:`headline`).
 """
 from __future__ import annotations
 
@@ -32,7 +43,9 @@ import pandas as pd
 from cdfgnn.errors import CdfgnnError
 
 VERDICTS = ("reproduced", "not reproduced", "different setting", "not measured")
-COLUMNS = ("paper", "claim", "paper_value", "measured", "config", "verdict", "device_profile",
+#: where a row's claim comes from: the paper, or a target this suite set itself
+SOURCES = ("paper", "suite target")
+COLUMNS = ("paper", "source", "claim", "paper_value", "measured", "config", "verdict", "device_profile",
            "device_measured", "device_verdict", "note", "runs")
 
 
@@ -59,8 +72,13 @@ class Claim:
     device_profile: str = ""
     device_measured: float | str | None = None
     device_verdict: str = ""
+    #: "paper" or "suite target" (:data:`SOURCES`)
+    source: str = "paper"
 
     def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise CdfgnnError(f"claim {self.claim!r}: source {self.source!r} is not one of "
+                              f"{', '.join(SOURCES)}")
         if self.verdict not in VERDICTS:
             raise CdfgnnError(f"claim {self.claim!r}: verdict {self.verdict!r} is not one of "
                               f"{', '.join(VERDICTS)}")
@@ -128,11 +146,13 @@ class Check:
     ``at least`` / ``at most``: :func:`verdict_for` (``better`` higher / lower,
     within ``rel_tol`` of the target also passes); ``above`` / ``below``: strictly;
     ``near``: ``|measured - target| <= rel_tol |target|``. ``of`` names a value of
-    the :class:`Measurement`; ``None`` is the claim's own value.
+    the :class:`Measurement`; ``None`` is the claim's own value. A ``target`` given as a
+    name is read from the measurement too: the paper's value for that configuration
+    (a claim whose paper gives one number per dataset and model).
     """
 
     rule: str
-    target: float
+    target: float | str
     rel_tol: float = 0.0
     of: str | None = None
 
@@ -141,11 +161,11 @@ class Check:
             raise ValueError(f"check rule must be one of {RULES}, got {self.rule!r}")
 
 
-def at_least(target: float, rel_tol: float = 0.0, of: str | None = None) -> Check:
+def at_least(target: float | str, rel_tol: float = 0.0, of: str | None = None) -> Check:
     return Check("at least", target, rel_tol, of)
 
 
-def at_most(target: float, rel_tol: float = 0.0, of: str | None = None) -> Check:
+def at_most(target: float | str, rel_tol: float = 0.0, of: str | None = None) -> Check:
     return Check("at most", target, rel_tol, of)
 
 
@@ -169,7 +189,8 @@ class Measurement:
     ``shown``: what the table prints for a claim when it is not the checked number
     itself (a range, a sign-flipped cut, a sentence), by the same names;
     ``labels`` fill ``{placeholders}`` of the claim's texts; ``note`` replaces the
-    spec's note; ``setting_differs`` marks a value whose setting the paper's number
+    spec's note; ``paper`` replaces the spec's paper value (the paper's number for this
+    configuration); ``setting_differs`` marks a value whose setting the paper's number
     cannot be compared with (a modelled energy, say).
     """
 
@@ -180,6 +201,7 @@ class Measurement:
     labels: Mapping[str, Any] = field(default_factory=dict)
     note: str | None = None
     setting_differs: bool = False
+    paper: str | None = None
 
     @classmethod
     def one(cls, value: float | None, config: str, **kw: Any) -> "Measurement":
@@ -200,7 +222,9 @@ class ClaimSpec:
     rows interleave configuration by configuration (a cache's bytes, then its
     accuracy, for each setting); a measurement without a claim's ``value`` (no such
     key at all, not even ``None``) makes no row for that claim. ``setting_differs``: the paper's number comes
-    from a setting this suite does not have, so the verdict says so.
+    from a setting this suite does not have, so the verdict says so. ``suite_target``: not
+    a claim of the paper but a goal this suite set itself (shown apart, never counted in
+    the paper's totals).
     """
 
     claim: str
@@ -214,6 +238,7 @@ class ClaimSpec:
     #: a claim about time (epoch time, throughput, speed-up, communication time): judged
     #: again, with the same checks, on the device-modelled times (:class:`DeviceModel`)
     speed: bool = False
+    suite_target: bool = False
 
 
 @dataclass(frozen=True)
@@ -246,16 +271,24 @@ def _missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def _passes(check: Check, measured: float) -> bool:
+def _passes(check: Check, measured: float, target: float) -> bool:
     if check.rule in ("at least", "at most"):
         better = "higher" if check.rule == "at least" else "lower"
-        return verdict_for(measured, check.target, better=better,
+        return verdict_for(measured, target, better=better,
                            rel_tol=check.rel_tol) == "reproduced"
     if check.rule == "above":
-        return measured > check.target
+        return measured > target
     if check.rule == "below":
-        return measured < check.target
-    return abs(measured - check.target) <= check.rel_tol * abs(check.target)
+        return measured < target
+    return abs(measured - target) <= check.rel_tol * abs(target)
+
+
+def _target(check: Check, m: Measurement) -> float | None:
+    """The check's target: its number, or the measurement's value of that name."""
+    if isinstance(check.target, str):
+        value = m.values.get(check.target)
+        return None if _missing(value) else float(value)
+    return float(check.target)
 
 
 def decide(spec: ClaimSpec, m: Measurement) -> str:
@@ -268,9 +301,10 @@ def decide(spec: ClaimSpec, m: Measurement) -> str:
     measured = [m.values.get(c.of or spec.value) for c in spec.checks]
     if any(_missing(v) for v in measured):
         return "not measured"
-    if spec.setting_differs or m.setting_differs:
-        return "different setting"
-    ok = all(_passes(c, float(v)) for c, v in zip(spec.checks, measured))
+    targets = [_target(c, m) for c in spec.checks]
+    if spec.setting_differs or m.setting_differs or any(t is None for t in targets):
+        return "different setting"      # no paper number for this setting: nothing to judge
+    ok = all(_passes(c, float(v), t) for c, v, t in zip(spec.checks, measured, targets))
     return "reproduced" if ok else "not reproduced"
 
 
@@ -291,9 +325,11 @@ def _claim(spec: ClaimSpec, m: Measurement, device: DeviceModel | None,
             on_device = {"device_measured": None if verdict == "not measured" else shown,
                          "device_verdict": verdict,
                          "device_profile": device.profile_of(dm.runs)}
-    return Claim(claim=_fill(spec.claim, m.labels), paper_value=spec.paper_value,
+    return Claim(claim=_fill(spec.claim, m.labels),
+                 paper_value=spec.paper_value if m.paper is None else m.paper,
                  measured=_shown(spec, m), config=m.config, verdict=decide(spec, m),
-                 note=_fill(note, m.labels), runs=list(m.runs), unit=spec.unit, **on_device)
+                 note=_fill(note, m.labels), runs=list(m.runs), unit=spec.unit,
+                 source=SOURCES[1] if spec.suite_target else SOURCES[0], **on_device)
 
 
 def _fill(text: str, labels: Mapping[str, Any]) -> str:
@@ -341,38 +377,85 @@ def claims_frame(paper: str, claims: Iterable[Claim], digits: int = 3) -> pd.Dat
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+def verdict_counts(df: pd.DataFrame) -> dict[str, Any]:
+    """The totals of a claims frame over the papers' claims (suite targets left out).
+
+    ``device``: a speed row's device verdict, any other row's verdict (counts and
+    accuracy do not move with the machine's load); ``cpu``: every row's verdict, speed
+    rows on the CPU-measured model (they do move with it). Both are ``{verdict: n}`` in
+    :data:`VERDICTS` order; ``rows``, ``speed`` and ``targets`` count the rows.
+    """
+    source = df["source"] if "source" in df else pd.Series(SOURCES[0], index=df.index)
+    papers = df[source == SOURCES[0]]
+    dev = papers["device_verdict"].fillna("").astype(str)
+    stable = dev.where(dev != "", papers["verdict"])
+
+    def tally(col: pd.Series) -> dict[str, int]:
+        counts = col.value_counts()
+        return {v: int(counts[v]) for v in VERDICTS if v in counts}
+
+    return {"device": tally(stable), "cpu": tally(papers["verdict"]), "rows": len(papers),
+            "speed": int((dev != "").sum()), "targets": int(len(df) - len(papers))}
+
+
+def _tally_text(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {v}" for v, n in counts.items()) or "none"
+
+
+def headline(df: pd.DataFrame) -> list[str]:
+    """The verdict totals as the pages lead with them: the device-modelled ones first (they
+    do not move with load), the CPU-measured ones beside them, labelled load-sensitive."""
+    c = verdict_counts(df)
+    lines = [f"**Verdicts on the device model** ({c['rows']} claims of the papers; the "
+             f"{c['speed']} speed claims priced on the papers' GPUs and links, counts and "
+             f"accuracy as measured; the same under any load): {_tally_text(c['device'])}.",
+             f"On the CPU-measured model instead (speed claims on this machine's CPU time; "
+             f"load-sensitive, they move with the machine's load): {_tally_text(c['cpu'])}."]
+    if c["targets"]:
+        lines.append(f"{c['targets']} further rows are this suite's own targets, shown apart "
+                     "and not counted in these totals.")
+    return lines
+
+
+def _sections(shown: pd.DataFrame, source: pd.Series, level: str) -> list[str]:
+    """The papers' rows as one table, then the suite's targets under a heading of their own."""
+    from cdfgnn.report.render import markdown_table
+
+    lines = markdown_table(shown[source == SOURCES[0]]) if (source == SOURCES[0]).any() else []
+    targets = shown[source == SOURCES[1]]
+    if len(targets):
+        lines += ["", f"{level} This suite's own targets (not claims of the paper; not counted "
+                  "in the totals)", "", *markdown_table(targets)]
+    return lines
+
+
 def write_claims(paper: str, claims: Iterable[Claim], out: str | os.PathLike,
                  md_out: str | os.PathLike, *, title: str | None = None,
                  notes: Sequence[str] = ()) -> pd.DataFrame:
     """Write the claims CSV ``out`` and its markdown page ``md_out`` (atomically).
 
-    The markdown omits the run list (it can be long) and says how many runs back
-    each claim; the CSV keeps every path.
+    The markdown leads with the verdict totals (:func:`headline`), lists the paper's
+    claims, then the suite's own targets apart; it omits the run list (it can be long)
+    and says how many runs back each claim; the CSV keeps every path.
     """
     from cdfgnn.fileio import atomic_write_text
-    from cdfgnn.report.render import markdown_table
 
     df = claims_frame(paper, claims)
     if df.empty:
         raise CdfgnnError(f"{paper} claims: no claims to write")
-    shown = df.drop(columns=["paper", "runs"]).assign(
+    shown = df.drop(columns=["paper", "source", "runs"]).assign(
         runs=[len(r.split(";")) if r else 0 for r in df["runs"]])
-    counts = shown["verdict"].value_counts()
-    summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
     atomic_write_text(out, df.to_csv(index=False))
     lines = [f"# {title or f'{paper}: headline claims against this suite'}", "",
-             f"Verdicts: {summary}.", *notes,
+             *headline(df), "", *notes,
              "`runs` counts the run records behind each value; the CSV lists them.", ""]
-    lines += markdown_table(shown)
+    lines += _sections(shown, df["source"], "##")
     atomic_write_text(md_out, "\n".join(lines) + "\n")
     return df
 
 
-def claims_page(csv_paths: Sequence[str | os.PathLike], out_md: str | os.PathLike) -> pd.DataFrame:
-    """Every paper's claims on one page, each linked to the run records behind it."""
-    from cdfgnn.fileio import atomic_write_text
-    from cdfgnn.report.render import markdown_table
-
+def read_claims(csv_paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """The claims tables ``csv_paths`` as one frame (one line naming a bad file)."""
     frames = []
     for p in csv_paths:
         try:
@@ -385,22 +468,49 @@ def claims_page(csv_paths: Sequence[str | os.PathLike], out_md: str | os.PathLik
         frames.append(df[list(COLUMNS)])
     if not frames:
         raise CdfgnnError("claims page: no claims tables given")
-    all_claims = pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+def claims_page(csv_paths: Sequence[str | os.PathLike], out_md: str | os.PathLike) -> pd.DataFrame:
+    """Every paper's claims on one page, each linked to the run records behind it."""
+    from cdfgnn.fileio import atomic_write_text
+
+    all_claims = read_claims(csv_paths)
     base = Path(out_md).resolve().parent
     lines = ["# Headline claims of the five papers, measured by this suite", "",
              "Each row: the paper's number, the value measured here, the configuration "
              "that produced it, and a verdict (reproduced / not reproduced / different "
-             "setting / not measured). Links go to the run records behind each value.", ""]
-    counts = all_claims["verdict"].value_counts()
-    lines += ["Verdicts over all papers: "
-              + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts) + ".", ""]
+             "setting / not measured); a speed claim has a second verdict on the device "
+             "model (`device_verdict`). Links go to the run records behind each value.", "",
+             *headline(all_claims), ""]
     for paper, df in all_claims.groupby("paper", sort=False):
-        lines += [f"## {paper}", ""]
-        shown = df.drop(columns=["paper"]).copy()
+        c = verdict_counts(df)
+        lines += [f"## {paper}", "", f"Device model: {_tally_text(c['device'])}; "
+                  f"CPU-measured (load-sensitive): {_tally_text(c['cpu'])}.", ""]
+        shown = df.drop(columns=["paper", "source"]).copy()
         shown["runs"] = [_links(r, base) for r in shown["runs"]]
-        lines += markdown_table(shown) + [""]
+        lines += _sections(shown, df["source"], "###") + [""]
     atomic_write_text(out_md, "\n".join(lines))
     return all_claims
+
+
+#: the markers around the verdict totals in a document (README.md, docs/results.md) that
+#: ``cdfgnn claims --headline-into FILE`` rewrites from the claims tables
+HEADLINE_START, HEADLINE_END = "<!-- claims-headline -->", "<!-- /claims-headline -->"
+
+
+def fill_headline(doc: str | os.PathLike, df: pd.DataFrame, source: str) -> None:
+    """Rewrite the text between :data:`HEADLINE_START` and :data:`HEADLINE_END` in ``doc``
+    with the totals of ``df`` (``source``: the page they come from, named in the text)."""
+    from cdfgnn.fileio import atomic_write_text
+
+    text = Path(doc).read_text(encoding="utf-8")
+    if text.count(HEADLINE_START) != 1 or text.count(HEADLINE_END) != 1:
+        raise CdfgnnError(f"{doc}: needs one {HEADLINE_START} ... {HEADLINE_END} block")
+    head, rest = text.split(HEADLINE_START)
+    _, tail = rest.split(HEADLINE_END)
+    body = " ".join(headline(df)) + f" (from `{source}`)"
+    atomic_write_text(doc, f"{head}{HEADLINE_START}\n{body}\n{HEADLINE_END}{tail}")
 
 
 def _links(runs: str, base: Path, limit: int = 3) -> str:

@@ -1,4 +1,4 @@
-"""Engine figures of the foundation slice (issue 2): is the engine right, and how does it scale?
+"""Engine figures: is the engine right, and how does it scale?
 
 * ``accuracy_vs_epoch``: test metric per epoch of the one-process full-graph
   oracle against distributed ``exact`` training at several P. Exact sync makes

@@ -31,7 +31,7 @@ from cdfgnn.report.claims import (ClaimSpec, DeviceModel, Measurement, at_least,
                                   near, write_claims)
 from cdfgnn.report.registry import report
 
-PAPER = "rapidgnn"
+PAPER = "RapidGNN"
 RAPID = "rapidgnn"
 METIS, RANDOM, GCN = "distdgl-metis", "distdgl-random", "exact"
 LABEL = {RAPID: "RapidGNN (re-impl.)", METIS: "DGL-METIS (re-impl.)",
@@ -538,23 +538,26 @@ CLAIMS = (
     ClaimSpec("remote feature data per step, DGL-METIS / RapidGNN (Fig. 4, products)",
               "2.24-2.40x", mean_speedup("bytes_metis"), (at_least(2.24, rel_tol=0.25),),
               unit="x", note=TWIN),
-    ClaimSpec("remote feature rows fetched per epoch, DGL-METIS / RapidGNN (suite target, "
-              "products twin at 4 workers)", ">= 5x (target)", measure_rows_ratio,
-              (at_least(5.0),), unit="x", note="rows include cache fills and the initial fill"),
+    ClaimSpec("remote feature rows fetched per epoch, DGL-METIS / RapidGNN (products twin at "
+              "4 workers)", ">= 5x (suite target)", measure_rows_ratio,
+              (at_least(5.0),), unit="x", note="rows include cache fills and the initial fill",
+              suite_target=True),
     # the public re-implementation's setting (docs/fidelity.md, case 3), both counts
     ClaimSpec("remote feature rows fetched per epoch, DGL-METIS / RapidGNN, public "
-              "re-implementation's setting (suite's count)", ">= 5x (target)",
+              "re-implementation's setting (suite's count)", ">= 5x (suite target)",
               measure_public_setting, (at_least(5.0),), value="rows", unit="x",
-              note="rows include cache fills and the initial fill; docs/fidelity.md case 3"),
+              note="rows include cache fills and the initial fill; docs/fidelity.md case 3",
+              suite_target=True),
     ClaimSpec("remote feature rows fetched per epoch, DGL-METIS / RapidGNN, public "
-              "re-implementation's setting (public code's count)", ">= 5x (target)",
+              "re-implementation's setting (public code's count)", ">= 5x (suite target)",
               measure_public_setting, (at_least(5.0),), value="misses", unit="x",
               note="step misses only, cache fills not counted (arefinniam/greendy-gnn "
-                   "code/cache.py); docs/fidelity.md case 3"),
+                   "code/cache.py); docs/fidelity.md case 3", suite_target=True),
     ClaimSpec("same convergence as the baseline (same schedule: max abs loss difference over "
               "epochs)", "indistinguishable curves (Fig. 9)", measure_loss_gap, (at_most(0.0),)),
-    ClaimSpec("schedule precompute / training time (suite target < 10%)",
-              "not reported (excluded from t_e)", measure_precompute, (below(0.10),)),
+    ClaimSpec("schedule precompute / training time below 10%",
+              "not reported (excluded from t_e); < 10% (suite target)", measure_precompute,
+              (below(0.10),), suite_target=True),
     ClaimSpec("remote vertices needed by exactly one batch of an epoch (Fig. 3, products)",
               "45.3%", measure_once_share, (near(45.3, rel_tol=0.25),), unit="%",
               note="worker 0, epoch 0, mean over runs; within 25% counts"),

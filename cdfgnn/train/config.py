@@ -12,7 +12,7 @@ cdfgnn/experiments/grid.py). Adding a training option is one field here.
 from __future__ import annotations
 
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
@@ -34,22 +34,30 @@ DTYPES: tuple[str, ...] = ("float32", "float64")
 DTYPE_TRAINERS: tuple[str, ...] = (DISTRIBUTED, "full-graph")
 
 
+#: the argument groups of `cdfgnn train --help`, in order: where and how a run executes
+#: is apart from what its counts are priced on (``--device`` vs ``--devices``)
+EXECUTION = "execution (where and how the run executes)"
+PRICING = "pricing (what the run's counts are priced on: modelled times only)"
+
+
 def option(help: str, group: str, *, flag: str | None = None, metavar: str | None = None,
-           grid: bool = False) -> dict[str, Any]:
+           grid: bool = False, catalogue: str | None = None) -> dict[str, Any]:
     """Field metadata of a training option.
 
     ``flag`` defaults to ``--`` + the field name with ``_`` -> ``-``; ``grid`` marks
     the options a pipeline experiment may set in its ``train:`` block (the others
-    come from the rule: files, names, topology, seed).
+    come from the rule: files, names, topology, seed); ``catalogue`` names the list of
+    valid values (:data:`cdfgnn.experiments.catalogue.CATALOGUES`) that the help text shows.
     """
-    return {"help": help, "group": group, "flag": flag, "metavar": metavar, "grid": grid}
+    return {"help": help, "group": group, "flag": flag, "metavar": metavar, "grid": grid,
+            "catalogue": catalogue}
 
 
 @dataclass
 class TrainConfig:
     # data: either a dataset name (+ scale for synthetic twins) or a Graph file
     dataset: str | None = field(default="synth-arxiv", metadata=option(
-        "dataset name (loaded or generated)", "data"))
+        "dataset name (loaded or generated)", "data", catalogue="datasets"))
     scale: str = field(default="tiny", metadata=option("twin size for --dataset", "data"))
     graph: str | None = field(default=None, metadata=option(
         "Graph file (overrides --dataset for the data; the name is kept)", "data"))
@@ -58,7 +66,7 @@ class TrainConfig:
     data_seed: int = field(default=0, metadata=option("seed of a synthetic twin", "data"))
     # partition: a partitioner name, or a Partitioning file made by `cdfgnn partition`
     partitioner: str = field(default="metis", metadata=option(
-        "partitioner name (partitioned on the fly)", "partition"))
+        "partitioner name (partitioned on the fly)", "partition", catalogue="partitioners"))
     partition_file: str | None = field(default=None, metadata=option(
         "Partitioning file from `cdfgnn partition`", "partition", flag="--partition"))
     partition_params: dict[str, Any] = field(default_factory=dict, metadata=option(
@@ -84,12 +92,12 @@ class TrainConfig:
         grid=True))
     # technique and model
     method: str = field(default="exact", metadata=option(
-        "sync technique, e.g. exact", "technique and model"))
+        "sync technique", "technique and model", catalogue="methods"))
     method_params: dict[str, Any] = field(default_factory=dict, metadata=option(
         "method parameter (repeatable)", "technique and model", flag="--method-param",
         metavar="KEY=VALUE"))
-    model: str = field(default="gcn", metadata=option("gcn | sage | gat", "technique and model",
-                                                      grid=True))
+    model: str = field(default="gcn", metadata=option("GNN model", "technique and model",
+                                                      grid=True, catalogue="models"))
     heads: int = field(default=1, metadata=option(
         "attention heads of a gat model (averaged)", "technique and model", grid=True))
     layers: int = field(default=2, metadata=option("GNN layers", "technique and model", grid=True))
@@ -110,42 +118,45 @@ class TrainConfig:
     seed: int = field(default=0, metadata=option(
         "run seed (partitioner, init, sampling, noise)", "technique and model"))
     # execution
-    backend: str = field(default="thread", metadata=option("thread | process", "execution",
-                                                           grid=True))
+    backend: str = field(default="thread", metadata=option(
+        "thread | process: ranks as threads of one process, or one process each", EXECUTION,
+        grid=True))
     device: str = field(default="cpu", metadata=option(
-        "cpu | cuda (process backend: nccl, one GPU per rank; methods declare the "
-        "devices they run on)", "execution", grid=True))
+        "cpu | cuda: where the run executes (process backend: nccl, one GPU per rank; "
+        "methods declare the devices they run on). Not the GPUs its times are priced on: "
+        "that is --devices", EXECUTION, grid=True))
     dtype: str = field(default="float32", metadata=option(
         "float32 | float64: floating-point type of weights, features, messages, gradients "
         "and Adam state (float64: exactness checks below float32 rounding; methods declare "
-        "the dtypes they run in)", "execution", grid=True))
+        "the dtypes they run in)", EXECUTION, grid=True))
     launcher: str = field(default="auto", metadata=option(
         "auto | builtin | torchrun: who starts the ranks (torchrun: one process per rank "
         "started by `torchrun --nnodes H --nproc-per-node D -m cdfgnn.cli train ...`, the "
         "topology taken from its environment; auto: torchrun when that environment is set)",
-        "execution"))
-    warmup: int = field(default=5, metadata=option("epochs excluded from timing", "execution",
+        EXECUTION))
+    warmup: int = field(default=5, metadata=option("epochs excluded from timing", EXECUTION,
                                                    grid=True))
-    eval_every: int = field(default=1, metadata=option("evaluate every N epochs", "execution",
+    eval_every: int = field(default=1, metadata=option("evaluate every N epochs", EXECUTION,
                                                        grid=True))
     timeout_s: float = field(default=300.0, metadata=option(
-        "seconds before a stuck rank stops the run", "execution", flag="--timeout", grid=True))
+        "seconds before a stuck rank stops the run", EXECUTION, flag="--timeout", grid=True))
     network: str = field(default="cdfgnn-table2", metadata=option(
-        "NetworkModel link profile", "execution", grid=True))
+        "link profile the traffic is priced on (a name, or a YAML file with bandwidths and "
+        "latencies)", PRICING, grid=True, catalogue="networks"))
     count_ops: bool = field(default=True, metadata=option(
         "count the operation ledger (every aten op a GPU would run: the device-modelled "
         "epoch); false: no device model, and measured times free of the counting cost "
-        "(docs/time-model.md, 'What counting costs')", "execution", grid=True))
+        "(docs/time-model.md, 'What counting costs')", PRICING, grid=True))
     devices: str | None = field(default=None, metadata=option(
         "GPU profiles the run's operation ledger is priced on (device-modelled epoch; also "
         "the CPU-measured model's CaPGNN slowdown): one name for every worker (a100-80, "
         "h100, ...), one per worker (comma-separated), a CaPGNN Table 4 group (x2..x8, "
-        "table4) or profile YAML files; default: rtx3090, CPU time as measured",
-        "execution", grid=True))
+        "table4) or profile YAML files; default: rtx3090, CPU time as measured. Not where "
+        "the run executes: that is --device", PRICING, grid=True, catalogue="devices"))
     memory_budget: str | None = field(default=None, metadata=option(
         "refuse a run whose estimated peak memory exceeds this (e.g. 16GiB; default: the "
-        "memory available on this machine)", "execution", grid=True))
-    out: str | None = field(default=None, metadata=option("RunRecord JSON to write", "execution"))
+        "memory available on this machine)", EXECUTION, grid=True))
+    out: str | None = field(default=None, metadata=option("RunRecord JSON to write", EXECUTION))
 
     def validate(self, parts: int | None = None) -> None:
         """Every check that needs no data, ending with the method's ``check_compatible``
@@ -200,7 +211,7 @@ class TrainConfig:
             raise CdfgnnError(f"unknown --launcher {self.launcher!r}; valid: auto, builtin, "
                               "torchrun")
         if self.devices:
-            from cdfgnn.comm.devices import parse_devices
+            from cdfgnn.pricing.devices import parse_devices
             parse_devices(self.devices, None)   # names here; the count when the run starts
             if not self.count_ops:
                 self._check_uncounted_devices()
@@ -215,7 +226,7 @@ class TrainConfig:
     def _check_uncounted_devices(self) -> None:
         """Without the ledger, ``--devices`` only scales the CPU-measured model, and only
         by CaPGNN Table 1 measurements: any other profile would be silently ignored."""
-        from cdfgnn.comm.devices import measured_only, parse_devices
+        from cdfgnn.pricing.devices import measured_only, parse_devices
         if not measured_only(parse_devices(self.devices, self.workers)):
             raise CdfgnnError(f"--devices {self.devices} names GPU profiles priced on the "
                               "operation ledger, which --count-ops false turns off; give "
@@ -311,6 +322,8 @@ class TrainOption:
     shape: str
     metavar: str | None
     grid: bool
+    default: Any = None           # TrainConfig's default (shown in `cdfgnn train --help`)
+    catalogue: str | None = None  # the list of valid values (cdfgnn.experiments.catalogue)
 
 
 @lru_cache(maxsize=None)
@@ -323,9 +336,11 @@ def train_options() -> tuple[TrainOption, ...]:
         if "help" not in meta:
             raise TypeError(f"TrainConfig.{f.name} has no option(...) metadata")
         base, shape = _shape(hints[f.name], f.name)
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
         out.append(TrainOption(name=f.name, flag=meta["flag"] or "--" + f.name.replace("_", "-"),
                                group=meta["group"], help=meta["help"], type=base, shape=shape,
-                               metavar=meta["metavar"], grid=meta["grid"]))
+                               metavar=meta["metavar"], grid=meta["grid"], default=default,
+                               catalogue=meta.get("catalogue")))
     return tuple(out)
 
 

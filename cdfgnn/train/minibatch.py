@@ -27,7 +27,7 @@ ranks (synchronous training). An epoch is the sum of its steps, or the rank's to
 link time (every pull, the cache fill included, + all-reduces) when that is larger.
 "Network time" (RapidGNN Table 2) is the modelled seconds of every pull of the epoch,
 wherever it ran (the paper does not say; we choose); ``exposed`` is the part on the critical path.
-The rule is written once, in :mod:`cdfgnn.train.step_time`.
+The rule is written once, in :mod:`cdfgnn.pricing.step`.
 
 Device-modelled step (beside it, as the full-batch track's ``model_time.device``): every
 step of every rank is counted into an operation ledger (:mod:`cdfgnn.cost.ledger`;
@@ -57,6 +57,8 @@ from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
 from cdfgnn.methods.sampled import SampledContext
 from cdfgnn.partition.base import Partitioning
+from cdfgnn.pricing.cluster import allreduce_traffic
+from cdfgnn.pricing.step import collect_step_inputs, cpu_terms, epoch_times
 from cdfgnn.sampling.feature_store import FeatureStore
 from cdfgnn.sampling.schedule import (Schedule, check_sampling, num_batches, split_train,
                                       step_totals)
@@ -70,8 +72,6 @@ from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak, timed_slice
 from cdfgnn.train.run import add_device_model, assemble_ranks
-from cdfgnn.train.step_time import (allreduce_traffic, collect_step_inputs, cpu_terms,
-                                    epoch_times)
 from cdfgnn.train.worker import (full_graph_counter, load_inputs, model_for, rank_device,
                                  stage_files)
 
@@ -226,11 +226,18 @@ class MiniBatchJob:
     partition_path: str | None = None
 
 
-def run_minibatch(cfg: TrainConfig, graph: Graph, part, topology, network) -> dict[str, Any]:
-    """Launch the workers, return the record body (``run.py`` adds config and partition)."""
+def run_minibatch(cfg: TrainConfig, graph: Graph, part, topology, network,
+                  session=None) -> dict[str, Any]:
+    """Launch the workers, return the record body (``run.py`` adds config and partition).
+    Under torchrun (``session``) this process is one worker and receives the others'
+    results."""
     check_sampling(cfg.fanouts, cfg.batch_size, cfg.layers)
     # partition kind and one part per worker: the method's check_compatible (TrainConfig)
     with tempfile.TemporaryDirectory(prefix="cdfgnn-minibatch-") as tmp:
+        if session is not None:  # a working folder of its own on every host
+            results = session.run(rank_main, MiniBatchJob(cfg, tmp, graph=graph,
+                                                          partitioning=part))
+            return assemble(cfg, topology, network, results)
         if cfg.backend == "thread" or cfg.workers == 1:
             job = MiniBatchJob(cfg, tmp, graph=graph, partitioning=part)
         else:  # processes load from files, so nothing large is pickled
@@ -287,7 +294,7 @@ def _epoch_pulls(results: list[dict], e: int) -> dict[str, float]:
 
 
 def _epoch_row(row: dict, results: list[dict], e: int, network, reduce_s) -> list[float]:
-    """Epoch ``e``'s row: CPU-measured step model (:mod:`cdfgnn.train.step_time`), pulls,
+    """Epoch ``e``'s row: CPU-measured step model (:mod:`cdfgnn.pricing.step`), pulls,
     the method's epoch columns (summed over workers); returns compute per rank."""
     times = epoch_times(cpu_terms(results, e, network, reduce_s))
     walls = np.array([[st["wall_s"] for st in res["steps"][e]["steps"]] for res in results])
@@ -357,7 +364,7 @@ def add_step_device_model(body: dict[str, Any], cfg: TrainConfig, topology,
                           results: list[dict], n_params: int) -> None:
     """Beside the CPU-measured model: every step's ledger priced on ``--devices`` (default
     profile without it) + the device NetworkModel, under the same step rule
-    (:mod:`cdfgnn.train.step_time`); ``minibatch.device_{step,network,exposed,epoch}_s``."""
+    (:mod:`cdfgnn.pricing.step`); ``minibatch.device_{step,network,exposed,epoch}_s``."""
     add_device_model(body, cfg, topology, results,
                      lambda epochs: collect_step_inputs(results, epochs, n_params))
     dev = body["model_time"]["device"]

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from cdfgnn.cost.hardware import get_gpu
 from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Partitioning, Topology
@@ -24,7 +23,10 @@ def load_graph(cfg: TrainConfig) -> Graph:
     return get_graph(cfg.dataset, scale=cfg.scale, seed=cfg.data_seed, root=cfg.data_root)
 
 
-def load_partitioning(cfg: TrainConfig, graph: Graph, topology: Topology) -> Partitioning:
+def load_partitioning(cfg: TrainConfig, graph: Graph, topology: Topology,
+                      apart: bool = False) -> Partitioning:
+    """The run's partitioning: its file, or made now (``apart``: in a child process, so a
+    partitioner holding the GIL does not stop this process's heartbeat)."""
     from cdfgnn.partition.api import partition_graph
     if cfg.partition_file:
         part = Partitioning.load(cfg.partition_file)
@@ -33,6 +35,10 @@ def load_partitioning(cfg: TrainConfig, graph: Graph, topology: Topology) -> Par
             raise CdfgnnError(f"{cfg.partition_file} was made for {part.topology.label} "
                               f"({part.num_parts} workers), not {topology.label}")
         return part
+    if apart:
+        from cdfgnn.partition.apart import partition_apart
+        return partition_apart(graph, cfg.partitioner, topology, seed=cfg.seed,
+                               graph_path=cfg.graph, **cfg.partition_params)
     return partition_graph(graph, cfg.partitioner, topology, seed=cfg.seed,
                            **cfg.partition_params)
 
@@ -150,13 +156,13 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     topology = Topology.for_workers(cfg.workers, cfg.hosts)
     if session is None or cfg.partition_file:  # torchrun: every rank reads the file
         part = load_partitioning(cfg, graph, topology)
-    else:  # torchrun: rank 0 partitions, the others receive its partitioning
-        part = session.from_lead(lambda: load_partitioning(cfg, graph, topology))
+    else:  # torchrun: rank 0 partitions (in a child process), the others receive it
+        part = session.from_lead(lambda: load_partitioning(cfg, graph, topology, apart=True))
     method_cls = METHODS.get(cfg.method)
     stats = partition_stats(graph, part)
     estimate_mb = _check_memory(cfg, graph, stats)
     method = build_strategy(cfg.method, cfg.method_params)  # bad parameters: fail here
-    from cdfgnn.comm.devices import describe, factors, measured_only, parse_devices
+    from cdfgnn.pricing.devices import describe, factors, measured_only, parse_devices
     devices = parse_devices(cfg.devices, cfg.workers)
     # the CPU-measured model scales by CaPGNN Table 1 measurements only: a group with a
     # card CaPGNN did not measure keeps every rank's CPU time as measured (its
@@ -165,11 +171,8 @@ def _run_distributed(cfg: TrainConfig, graph: Graph, session=None) -> dict[str, 
     network = NetworkModel(topology, profile=cfg.network, slowdown=slow, transfer=xfer)
     prepared = Prepared()  # the sampled track prepares nothing
     if method_cls.track == "minibatch":  # the sampled track (cdfgnn/train/minibatch.py)
-        if session is not None:
-            raise CdfgnnError(f"method {cfg.method!r} (sampled track) runs on the built-in "
-                              "launcher only, not under torchrun")
         from cdfgnn.train.minibatch import run_minibatch
-        body = run_minibatch(cfg, graph, part, topology, network)
+        body = run_minibatch(cfg, graph, part, topology, network, session)
     else:
         prepared = method.prepare(graph, part, cfg.devices)
         results = train_distributed(cfg, graph, part, prepared.drop_arcs, session)
@@ -217,20 +220,20 @@ from cdfgnn.comm.tags import VERTEX_TAGS  # noqa: E402
 
 def add_device_model(body: dict[str, Any], cfg: TrainConfig, topology: Topology,
                      results: list[dict], collect=None) -> None:
-    """Beside the CPU-measured model: the ledgers priced on ``--devices`` (default
-    profile without it) + the network model (:mod:`cdfgnn.train.device_time`).
+    """Beside the CPU-measured model: the ledgers priced once on ``--devices`` (default
+    profile without it) and the network (:func:`cdfgnn.pricing.record.device_section`).
     ``collect(epochs)``: the counts of those epochs (default: the full-batch track's,
     ``collect_inputs``; the sampled track passes its own)."""
-    from cdfgnn.train.device_time import collect_inputs, device_section, price_counts
+    from cdfgnn.pricing.epoch import collect_inputs
+    from cdfgnn.pricing.record import device_section
     collect = collect or (lambda epochs: collect_inputs(results, epochs))
     n = len(results[0]["times"])
     timed = list(range(n)[timed_slice(cfg.epochs, cfg.warmup)])
     network = cfg.network if cfg.trainer == "distributed" else "cdfgnn-table2"
-    dev = device_section(collect(timed), cfg.devices, topology.num_parts, network, topology)
-    every = price_counts(collect(range(n)), [get_gpu(g) for g in dev["profiles"]], network,
-                         topology)
-    for row, s in zip(body["epochs"], every["epochs_s"]):
+    dev = device_section(collect(range(n)), cfg.devices, network, topology, timed)
+    for row, s in zip(body["epochs"], dev["epochs_s"]):
         row["device_s"] = s
+    dev["epochs_s"] = [dev["epochs_s"][i] for i in timed]
     body["model_time"]["device"] = dev
     record_device_summary(body, dev)
 

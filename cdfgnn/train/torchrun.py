@@ -15,12 +15,16 @@ MASTER_PORT). Each process:
   partitioning), trains its part with the same ``rank_main`` as the built-in
   process backend, and sends its per-rank result to every rank;
 * rank 0 writes the run record (the others build it too but write nothing);
-* from the start of training (after the partitioning) beats a heartbeat through
+* from the rendezvous on (before loading and partitioning) beats a heartbeat through
   the job's store (:mod:`cdfgnn.comm.liveness`): a peer that has beaten, or a host,
   that goes silent for ``min(timeout_s, 10 s)`` (at least 3 s; link down,
   host down, process killed) ends the run on every surviving rank with one line
   naming it and exit code 1, instead of waiting for the collective timeout; no
-  record is written.
+  record is written. Rank 0's on-the-fly partitioning runs in a child process
+  (:mod:`cdfgnn.partition.apart`), so a partitioner that holds the GIL does not stop
+  its beat;
+* on SIGTERM (torchrun's agent stops a host's ranks once one has failed) undoes what
+  must not stay behind (:mod:`cdfgnn.exits`) and ends with exit code 143.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from cdfgnn.errors import CdfgnnError
+from cdfgnn.exits import end_on_sigterm
 from cdfgnn.partition.base import Topology
 
 #: what torchrun sets in every rank's environment
@@ -45,6 +50,17 @@ def torchrun_env(environ: Mapping[str, str] | None = None) -> dict[str, str] | N
     if not all(k in environ for k in ENV_VARS):
         return None
     return {k: environ[k] for k in ENV_VARS}
+
+
+def job_env(root: str | os.PathLike | None = None, **extra: str) -> dict[str, str]:
+    """The environment for starting a new job from this process: this one without
+    torchrun's variables (a rank's would leak into the job), ``root`` first on
+    PYTHONPATH (a worktree's package wins), no progress bars, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    if root is not None:
+        env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    env["CDFGNN_NO_PROGRESS"] = "1"
+    return {**env, **extra}
 
 
 def resolve_launcher(launcher: str, environ: Mapping[str, str] | None = None) -> str:
@@ -126,11 +142,13 @@ class TorchrunSession:
         self.comm = ProcessCommunicator(self.rank, world, self.topology, device=device)
         self.env, self.timeout_s = env, cfg.timeout_s
         self.heartbeat = None
+        end_on_sigterm()
+        self._start_heartbeat()
 
     def _start_heartbeat(self) -> None:
-        """Beat from here on (see cdfgnn.comm.liveness). Not earlier: rank 0's on-the-fly
-        partitioning (pymetis) holds the GIL for as long as it runs (42 s measured for
-        300k vertices), so its beat would stop and its peers would take it for lost."""
+        """Beat from the rendezvous on (see cdfgnn.comm.liveness), through loading,
+        partitioning (in a child process: pymetis holds the GIL for as long as it runs,
+        42 s measured for 300k vertices) and setup."""
         from cdfgnn.comm.liveness import Heartbeat, lost_after
 
         if self.topology.num_parts == 1 or self.heartbeat is not None:
@@ -149,16 +167,12 @@ class TorchrunSession:
         return self.rank == 0
 
     def from_lead(self, make: Callable[[], Any]) -> Any:
-        """``make()`` on rank 0, its result on every rank (e.g. an on-the-fly partitioning)."""
-        import torch.distributed as dist
-
-        box = [make() if self.lead else None]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
+        """``make()`` on rank 0, its result on every rank (e.g. an on-the-fly partitioning);
+        through the communicator, so a peer lost meanwhile is named."""
+        return self.comm.broadcast_object(make() if self.lead else None, src=0)
 
     def run(self, fn: Callable[..., dict], *args) -> list[dict]:
         """``fn(comm, *args)`` as this rank; every rank's result, in rank order."""
-        self._start_heartbeat()
         return self.comm.all_gather_object(fn(self.comm, *args))
 
     def close(self) -> None:

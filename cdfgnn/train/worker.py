@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cdfgnn.comm.launcher import preload_in_ranks
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
 from cdfgnn.methods.base import RankContext
@@ -24,6 +25,9 @@ from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.loop import LocalData, TrainPart, metric_counts, run_epochs
 from cdfgnn.train.propagators import make_propagator
 from cdfgnn.train.record import device_peak_mb, peak_rss_mb, reset_device_peak
+
+# the process backend's ranks run this module: their forkserver loads it once for them
+preload_in_ranks("cdfgnn.train.rank_preload")
 
 
 @dataclass

@@ -1,5 +1,7 @@
 # Tables and figures. Each figure and table is its own target and depends only on
-# the runs or partitions it shows, so asking for one file builds only that.
+# the runs or partitions it shows, so asking for one file builds only that. Tables and
+# figures of one group that read the same files are drawn by one job (one process: a
+# batch rule, below); the `table` and `figure` rules draw the others.
 
 
 rule runs_tables:
@@ -75,6 +77,42 @@ rule figure:
         "../../environment.yml"
     shell:
         "cdfgnn report {params.args} --out {output} > {log} 2>&1"
+
+
+for _batch in grid.report_batches():
+
+    rule:
+        name:
+            _batch.rule
+        input:
+            grid.batch_inputs(_batch),
+        output:
+            [
+                report(
+                    path,
+                    caption="../report/caption.rst",
+                    category=f"{out.kind}s",
+                    labels=(
+                        {"figure": out.name}
+                        if out.kind == "figure"
+                        else {"table": out.name, "format": "csv" if path.endswith(".csv") else "markdown"}
+                    ),
+                )
+                for out in _batch.members
+                for path in out.paths
+            ],
+        params:
+            commands=grid.batch_commands(_batch),
+            caption=grid.batch_caption(_batch),
+        threads: 1
+        log:
+            f"results/logs/batch/{_batch.rule}.log",
+        benchmark:
+            f"results/benchmarks/batch/{_batch.rule}.tsv"
+        conda:
+            "../../environment.yml"
+        shell:
+            "cdfgnn {params.commands} > {log} 2>&1"
 
 
 # Every paper's headline claims on one page, each linked to its run records.

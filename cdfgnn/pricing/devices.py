@@ -31,6 +31,7 @@ import numpy as np
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.fileio import read_yaml_mapping
+from cdfgnn.pricing.hardware import get_gpu, load_gpu, profile_key, registered, split_devices
 from cdfgnn.registry import Registry
 
 ALPHA = 0.35
@@ -68,14 +69,12 @@ class DeviceProfile:
 
 
 DEVICE_PROFILES: Registry[DeviceProfile] = Registry("device profile")
-ALIASES: dict[str, str] = {}
 _T1 = "CaPGNN Table 1 (16384^2 float32, 50 runs), mean over the cards of this model"
 
 
 def _register(p: DeviceProfile) -> None:
+    # its label (R9, ...) resolves through cdfgnn.pricing.hardware.ALIASES
     DEVICE_PROFILES.register(p.name)(p)
-    if p.label:
-        ALIASES[p.label.lower()] = p.name
 
 
 def _mean(*v: float) -> float:
@@ -123,7 +122,7 @@ def load_device(path: str | os.PathLike) -> DeviceProfile:
 
 def get_device(spec: str | DeviceProfile) -> DeviceProfile:
     """A registered profile (name or Table 3 label, any case), or a YAML file's: a
-    ``cdfgnn profile`` file, or a physical GPU profile (:mod:`cdfgnn.cost.hardware`),
+    ``cdfgnn profile`` file, or a physical GPU profile (:mod:`cdfgnn.pricing.hardware`),
     whose micro-benchmark times are derived (:func:`derived_from_gpu`)."""
     if isinstance(spec, DeviceProfile):
         return spec
@@ -131,12 +130,11 @@ def get_device(spec: str | DeviceProfile) -> DeviceProfile:
     if s.endswith((".yaml", ".yml")):
         if "mm_s" in read_yaml_mapping(Path(s), f"device profile {s}", ", ".join(FIELDS)):
             return load_device(s)
-        from cdfgnn.cost.hardware import load_gpu
         return derived_from_gpu(load_gpu(s))
-    key = ALIASES.get(s.lower(), s.lower())
+    # a card's own name first (t4: the Tesla T4), then CaPGNN's labels (capgnn:T4: its A40)
+    key = profile_key(s, {*DEVICE_PROFILES.names(), *registered()})
     if key not in DEVICE_PROFILES:
-        from cdfgnn.cost.hardware import get_gpu
-        return derived_from_gpu(get_gpu(s))   # unknown everywhere: its one-line error
+        return derived_from_gpu(get_gpu(key))   # unknown everywhere: its one-line error
     return DEVICE_PROFILES.get(key)
 
 
@@ -145,7 +143,6 @@ def derived_from_gpu(gpu) -> DeviceProfile:
     measured times scaled by the ratio of the physical figures (MM by FP32 peak, SpMM
     and IDT by memory bandwidth, H2D/D2H by host-link bandwidth). Modelled, not
     measured: the profile's ``source`` says so."""
-    from cdfgnn.cost.hardware import get_gpu
     ref, ref_gpu = DEVICE_PROFILES.get(REFERENCE), get_gpu(REFERENCE)
     compute = ref_gpu.fp32_tflops / gpu.fp32_tflops
     memory = ref_gpu.mem_bw_gbps / gpu.mem_bw_gbps
@@ -153,13 +150,12 @@ def derived_from_gpu(gpu) -> DeviceProfile:
     return DeviceProfile(gpu.name, ref.mm_s * compute, ref.spmm_s * memory, ref.h2d_s * link,
                          ref.d2h_s * link, ref.idt_s * memory, gpu.memory_gb, "",
                          f"derived: {REFERENCE}'s CaPGNN Table 1 times x the ratio of "
-                         f"physical figures (cdfgnn/cost/gpus.yaml), not measured")
+                         f"physical figures (cdfgnn/pricing/gpus.yaml), not measured")
 
 
 def parse_devices(spec: str | list | None, workers: int | None) -> list[DeviceProfile] | None:
     """One profile per rank from a group name (``x4``), a comma list, or None
     (``workers=None``: check the names only, e.g. a pipeline's train block)."""
-    from cdfgnn.cost.hardware import split_devices
     items = split_devices(spec, workers)   # one name for every rank, a list, or a group
     if items is None:
         if workers is None and spec:

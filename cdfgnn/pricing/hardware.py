@@ -1,16 +1,19 @@
 """GPU device profiles: the physical figures the operation ledger is priced with.
 
-Profiles live in ``cdfgnn/cost/gpus.yaml`` (one mapping per GPU, every figure with
+Profiles live in ``cdfgnn/pricing/gpus.yaml`` (one mapping per GPU, every figure with
 its source); a user profile is a YAML file with the same fields (``--devices
 my-gpu.yaml``). ``--devices`` names one profile for every rank or one per rank
 (comma list), a CaPGNN Table 4 group (``x2`` .. ``x8``, ``table4``: the group of
-the run's worker count) or Table 1 labels (R9, T4, R6, G6, ...), as before; the
-CaPGNN Table 1 micro-benchmarks (:mod:`cdfgnn.comm.devices`) stay available as a
-cross-check and for RAPA.
+the run's worker count) or CaPGNN Table 1 labels (R9, R6, G6, ...). A label never
+shadows a card's own name: ``t4`` is the Tesla T4, while CaPGNN's label T4 (its A40
+cards) is ``capgnn:T4`` (every label has that form). The CaPGNN Table 1
+micro-benchmarks (:mod:`cdfgnn.pricing.devices`) stay available as a cross-check and
+for RAPA.
 """
 from __future__ import annotations
 
 import math
+import re
 import os
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -27,11 +30,13 @@ FIGURES = ("fp32_tflops", "tf32_tflops", "fp64_tflops", "fp64_tensor_tflops", "m
 REQUIRED = (*FIGURES, "host_link", "peer_link", "peer_link_gbps", "sources")
 SOURCE_KEYS = ("compute", "memory", "l2", "host_link", "peer_link", "launch")
 #: the profile a run is priced on when ``--devices`` is not given: the reference card of
-#: the CPU-measured model (cdfgnn.comm.devices.REFERENCE)
+#: the CPU-measured model (cdfgnn.pricing.devices.REFERENCE)
 DEFAULT_GPU = "rtx3090"
-#: CaPGNN Table 1 labels -> profile names, and Table 4's nested groups
+#: CaPGNN Table 1 labels -> profile names (lower case), and Table 4's nested groups
 ALIASES = {"r9": "rtx3090", "t4": "a40", "r6": "rtx3060", "r2": "rtx2060",
            "g6": "gtx1660ti", "g5": "gtx1650"}
+#: the qualified form of a label, which always means the paper's card
+LABEL_PREFIX = "capgnn:"
 _ORDER = ["rtx3090", "rtx3090", "a40", "a40", "rtx3060", "rtx3060", "gtx1660ti", "gtx1660ti"]
 GROUPS = {f"x{k}": _ORDER[:k] for k in range(2, 9)}
 
@@ -117,12 +122,29 @@ def get_gpu(spec: str | GpuProfile) -> GpuProfile:
     s = str(spec).strip()
     if s.endswith((".yaml", ".yml")):
         return load_gpu(s)
-    key = ALIASES.get(s.lower(), s.lower())
     profiles = registered()
+    key = profile_key(s, profiles)
     if key not in profiles:
         raise CdfgnnError(f"unknown device profile {spec!r}; valid: {', '.join(profiles)} "
-                          f"(aliases {', '.join(a.upper() for a in ALIASES)}; or a .yaml file)")
+                          f"(CaPGNN labels {', '.join(a.upper() for a in ALIASES)}, or "
+                          f"{LABEL_PREFIX}LABEL; or a .yaml file)")
     return profiles[key]
+
+
+def profile_key(name: str, names) -> str:
+    """The profile a ``--devices`` item names: a name of ``names`` (any case) first, then a
+    CaPGNN label, then ``capgnn:LABEL``; anything else lower-cased as it is. A label never
+    shadows a name: ``t4`` is the Tesla T4 profile, ``capgnn:T4`` CaPGNN's A40."""
+    key = name.strip().lower()
+    if key.startswith(LABEL_PREFIX):
+        label = key[len(LABEL_PREFIX):]
+        if label not in ALIASES:
+            raise CdfgnnError(f"unknown CaPGNN label {name!r}; valid: "
+                              f"{', '.join(LABEL_PREFIX + a.upper() for a in ALIASES)}")
+        return ALIASES[label]
+    if key in names:
+        return key
+    return ALIASES.get(key, key)
 
 
 def split_devices(spec: str | list | None, workers: int | None) -> list[str] | None:
@@ -169,3 +191,30 @@ def run_gpus(spec: str | list | None, workers: int) -> tuple[list[GpuProfile], b
     if gpus is None:
         return [get_gpu(DEFAULT_GPU)] * workers, True
     return gpus, False
+
+
+_VENDOR_WORDS = re.compile(r"\b(nvidia|geforce|tesla|quadro|sxm\d?|pcie|gpu)\b")
+
+
+def _card_key(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def card_profile(text: str) -> GpuProfile:
+    """The profile of a card as papers write it (``RTX 3090``, ``Tesla V100-SXM2-32GB``,
+    ``GTX 1660 Ti``, ``A100 80GB``): vendor words and punctuation dropped, then matched to
+    a profile name with the memory size (``a100-80``) or without it (``v100``). An
+    unknown or ambiguous card raises :class:`CdfgnnError` naming it."""
+    low = _VENDOR_WORDS.sub(" ", text.lower())
+    mem = re.search(r"(\d+)\s*g(?:b|ib)\b", low)
+    base = _card_key(re.sub(r"(\d+)\s*g(?:b|ib)\b", " ", low))
+    by_key = {_card_key(name): name for name in registered()}
+    for key in ([base + mem.group(1)] if mem else []) + [base]:
+        if key in by_key:
+            return registered()[by_key[key]]
+    close = sorted(name for k, name in by_key.items() if base and k.startswith(base))
+    if close:
+        raise CdfgnnError(f"card {text!r} is ambiguous: {', '.join(close)} (write the "
+                          f"memory size)")
+    raise CdfgnnError(f"card {text!r} has no profile in {DATA_FILE.name}; known: "
+                      f"{', '.join(registered())}")

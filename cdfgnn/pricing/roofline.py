@@ -4,7 +4,7 @@ Every ledger entry (kind, counts) costs
 
     max(flops / (peak x eff_flop), bytes / (bandwidth x eff_bw)) + calls x launch
 
-with the constants of :mod:`cdfgnn.cost.efficiency`. Per kind:
+with the constants of :mod:`cdfgnn.pricing.efficiency`. Per kind:
 
 * ``dense``: FP32 peak (TF32 when ``use_tf32``) x ``dense_flop``; operand and result
   bytes at ``stream_bw``;
@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from cdfgnn.cost.efficiency import Efficiency, load_efficiency
-from cdfgnn.cost.hardware import GpuProfile
+from cdfgnn.pricing.efficiency import Efficiency, load_efficiency
+from cdfgnn.pricing.hardware import GpuProfile
 from cdfgnn.cost.ledger import FIELDS, Ledger
 
 TERA, GIGA, MEGA = 1e12, 1e9, 1e6
@@ -117,7 +117,8 @@ def price(ledger_or_totals, profile: GpuProfile, eff: Efficiency | None = None,
     """Seconds per phase on ``profile`` (and ``"total"``, their sum)."""
     eff = eff or load_efficiency()
     out: dict[str, float] = {}
-    for phase, kinds in _phases(ledger_or_totals).items():
-        out[phase] = sum(op_seconds(kind, f, profile, eff) for kind, f in kinds.items())
+    # sorted, as Ledger.to_dict orders them: the same sums for a Ledger and its dict
+    for phase, kinds in sorted(_phases(ledger_or_totals).items()):
+        out[phase] = sum(op_seconds(kind, f, profile, eff) for kind, f in sorted(kinds.items()))
     out["total"] = sum(v for k, v in out.items() if k != "total")
     return out

@@ -21,16 +21,16 @@ and per rank the ``end`` term: pulls after the last step (a cache fill or swap i
   critical path (``sync + max(background - compute, 0)``), worst rank.
 
 The CPU-measured model prices the pulls and the all-reduce with the run's
-NetworkModel (:func:`cpu_terms`); the device model prices them with the device
-NetworkModel of the network profile (plus, on a ``host_staged`` profile, the staging
-copies, as :func:`cdfgnn.train.device_time.link_seconds` does for the full-batch
-track) and adds the pulls' own kernels (phase ``pull/<mode>``) to the pull's term, as
-the full-batch device model adds codec and cache kernels to the communication side
+NetworkModel (:func:`cpu_terms`); the device model prices them on the cluster
+(:meth:`cdfgnn.pricing.cluster.Cluster.send_seconds`: link efficiency, NIC sharing and,
+on a ``host_staged`` profile, the staging copies, as for the full-batch track) and adds
+the pulls' own kernels (phase ``pull/<mode>``) to the pull's term, as the full-batch
+device model adds codec and cache kernels to the communication side
 (:func:`device_terms`).
 
 The device model's counts are kept in the record (``model_time.device.inputs``,
 ``"track": "minibatch"``, equal steps stored once per rank), so
-:func:`cdfgnn.train.device_time.reprice` prices a sampled run again without training.
+:func:`cdfgnn.pricing.record.reprice` prices a sampled run again without training.
 """
 from __future__ import annotations
 
@@ -41,12 +41,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cdfgnn.comm.network import NetworkModel, get_profile
-from cdfgnn.cost.efficiency import Efficiency, load_efficiency
-from cdfgnn.cost.hardware import GpuProfile
 from cdfgnn.cost.ledger import STEP_PHASES
-from cdfgnn.partition.base import Topology
-from cdfgnn.train.device_time import link_seconds, rank_pricers
+from cdfgnn.pricing.cluster import Cluster, allreduce_traffic
+from cdfgnn.pricing.epoch import rank_pricers
 
 SYNC_MODES = ("sync",)
 BACKGROUND_MODES = ("background", "fill")
@@ -94,16 +91,6 @@ def epoch_times(t: StepTerms) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- traffic
-def allreduce_traffic(p: int, n_params: int) -> tuple[list[list[float]], list[list[float]]]:
-    """Per rank, bytes and messages to every rank of one gradient all-reduce of
-    ``n_params`` float32 values (ring: 2(P-1)/P of the vector to the next rank)."""
-    red = np.zeros(p)
-    red[0 if p == 1 else 1] = 2 * (p - 1) * n_params * 4 / p
-    msgs = (red > 0) * 2.0 * (p - 1)
-    return ([np.roll(red, r).tolist() for r in range(p)],
-            [np.roll(msgs, r).tolist() for r in range(p)])
-
-
 def pull_traffic(pulls: dict, modes: Sequence[str], p: int) -> tuple[np.ndarray, np.ndarray]:
     """Bytes and messages per peer of the pulls of ``modes`` (``{mode: {bytes, msgs}}``)."""
     b, m = np.zeros(p), np.zeros(p)
@@ -169,24 +156,14 @@ def collect_step_inputs(results: list[dict], epochs: Sequence[int], n_params: in
     return {"track": TRACK, "epochs": list(epochs), "ranks": ranks}
 
 
-class _Links:
-    """Device-model network seconds of one rank's traffic (+ staging copies)."""
-
-    def __init__(self, topology: Topology, network, gpus: Sequence[GpuProfile],
-                 eff: Efficiency):
-        self.link = get_profile(network)
-        self.net = NetworkModel(topology, self.link)
-        self.host = np.arange(topology.num_parts) // topology.devices_per_host
-        self.gpus, self.eff = gpus, eff
-
-    def seconds(self, r: int, sent: list[np.ndarray], msgs: np.ndarray) -> float:
-        """``sent[q]``: bytes per peer of rank q's traffic (received by r: ``sent[q][r]``)."""
-        received = float(sum(b[r] for q, b in enumerate(sent) if q != r))
-        return link_seconds(self.net, self.link, r, self.host, sent[r], msgs, received,
-                             self.gpus[r], self.eff)
+def _sent(cluster: Cluster, r: int, sent: list[np.ndarray], msgs) -> float:
+    """Cluster seconds of rank r's part of one exchange: ``sent[q]`` is rank q's bytes per
+    peer (r receives ``sent[q][r]``)."""
+    received = float(sum(b[r] for q, b in enumerate(sent) if q != r))
+    return cluster.send_seconds(r, sent[r], msgs, received)
 
 
-def _step_terms(items: list[dict], phases: list[dict], links: _Links, i: int,
+def _step_terms(items: list[dict], phases: list[dict], cluster: Cluster, i: int,
                 t: StepTerms) -> None:
     """Fill step i of ``t`` from every rank's counts ``items`` and priced ``phases``."""
     p = len(items)
@@ -197,7 +174,7 @@ def _step_terms(items: list[dict], phases: list[dict], links: _Links, i: int,
         sent = [b for b, _ in traffic]
         for r in range(p):
             kernels = sum(phases[r].get(k, 0.0) for k in phase_names)
-            field[i, r] = links.seconds(r, sent, traffic[r][1]) + kernels
+            field[i, r] = _sent(cluster, r, sent, traffic[r][1]) + kernels
     for r in range(p):
         pulls = sum(v for k, v in phases[r].items() if k.startswith(PULL_PHASE))
         t.compute[i, r] = phases[r]["total"] - pulls
@@ -210,13 +187,13 @@ def _priced_patterns(inputs: dict, pricers: list) -> list[list[dict[str, float]]
             for r, rk in enumerate(inputs["ranks"])]
 
 
-def device_terms(inputs: dict, pricers: list, links: _Links) -> list[StepTerms]:
+def device_terms(inputs: dict, pricers: list, cluster: Cluster) -> list[StepTerms]:
     """Per epoch in ``inputs``: the device model's :class:`StepTerms`."""
     ranks = inputs["ranks"]
     p = len(ranks)
     priced = _priced_patterns(inputs, pricers)
     red = [np.asarray(rk["reduce"]["bytes"], dtype=np.float64) for rk in ranks]
-    reduce_s = np.array([links.seconds(r, red, np.asarray(ranks[r]["reduce"]["msgs"]))
+    reduce_s = np.array([_sent(cluster, r, red, np.asarray(ranks[r]["reduce"]["msgs"]))
                          for r in range(p)])
     out = []
     for j in range(len(inputs["epochs"])):
@@ -226,28 +203,30 @@ def device_terms(inputs: dict, pricers: list, links: _Links) -> list[StepTerms]:
                       np.zeros(p))
         for i in range(nb):
             _step_terms([ranks[r]["patterns"][rows[r][i]] for r in range(p)],
-                        [priced[r][rows[r][i]] for r in range(p)], links, i, t)
+                        [priced[r][rows[r][i]] for r in range(p)], cluster, i, t)
         traffic = [pull_traffic(rk["end"][j], ALL_MODES, p) for rk in ranks]
-        t.end[:] = [links.seconds(r, [b for b, _ in traffic], traffic[r][1]) for r in range(p)]
+        t.end[:] = [_sent(cluster, r, [b for b, _ in traffic], traffic[r][1]) for r in range(p)]
         out.append(t)
     return out
 
 
-def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topology: Topology,
-                      eff: Efficiency | None = None) -> dict[str, Any]:
-    """Device-modelled times of the sampled epochs in ``inputs`` on ``gpus`` (one per
-    rank) and ``network``: the keys of :func:`cdfgnn.train.device_time.device_model`
-    (per rank ``vertex_s`` = the pulls, ``overhead_s`` = the pulls' kernels) and the
-    mini-batch times ``step_s``, ``network_s``, ``exposed_s`` (mean over epochs)."""
-    eff = eff or load_efficiency()
-    pricers = rank_pricers(gpus, eff)
-    terms = device_terms(inputs, pricers, _Links(topology, network, gpus, eff))
-    epochs = [epoch_times(t) for t in terms]
-    p = topology.num_parts
+def step_device_model(inputs: dict, cluster: Cluster, timed: Sequence[int] | None = None,
+                      ) -> dict[str, Any]:
+    """Device-modelled times of the sampled epochs in ``inputs`` on ``cluster``: the keys
+    of :func:`cdfgnn.pricing.epoch.device_model` (per rank ``vertex_s`` = the pulls,
+    ``overhead_s`` = the pulls' kernels) and the mini-batch times ``step_s``,
+    ``network_s``, ``exposed_s``; ``epochs_s`` for every epoch, the rest the mean over the
+    positions ``timed`` (default: all)."""
+    pricers = rank_pricers(cluster)
+    every = [epoch_times(t) for t in device_terms(inputs, pricers, cluster)]
+    keep = list(range(len(every))) if timed is None else list(timed)
+    epochs = [every[i] for i in keep]
+    p = cluster.topology.num_parts
     mean = (lambda k: float(np.mean([e[k] for e in epochs])) if epochs else 0.0)
     per_rank = (lambda k: np.mean([e[k] for e in epochs], axis=0).tolist() if epochs
                 else [0.0] * p)
-    phases = _rank_phase_seconds(inputs, _priced_patterns(inputs, pricers))
+    sub = inputs if timed is None else select_step_epochs(inputs, keep)
+    phases = _rank_phase_seconds(sub, _priced_patterns(sub, pricers))
     overhead = [sum(v for k, v in ph.items() if k.startswith(PULL_PHASE)) for ph in phases]
     # one part per worker: the part's compute is the step's outside pulls, optimizer and
     # all-reduce (the full-batch model's part_compute_max_s)
@@ -257,7 +236,7 @@ def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topolog
     for ph in phases:
         for k, v in ph.items():
             phases_s[k] = phases_s.get(k, 0.0) + v
-    return {"epoch_s": mean("epoch_s"), "epochs_s": [e["epoch_s"] for e in epochs],
+    return {"epoch_s": mean("epoch_s"), "epochs_s": [e["epoch_s"] for e in every],
             "step_s": mean("step_s"), "network_s": mean("network_s"),
             "exposed_s": mean("exposed_s"),
             "compute_s": per_rank("compute_r"), "vertex_s": per_rank("network_r"),
@@ -265,6 +244,25 @@ def step_device_model(inputs: dict, gpus: Sequence[GpuProfile], network, topolog
             "part_compute_max_s": part,
             "comm_s": (np.asarray(per_rank("network_r")) + per_rank("reduce_r")).tolist(),
             "phases_s": dict(sorted(phases_s.items()))}
+
+
+def select_step_epochs(inputs: dict, keep: Sequence[int]) -> dict:
+    """The sampled counts of the epochs at positions ``keep`` (patterns renumbered in order
+    of first use, as :func:`collect_step_inputs` would)."""
+    ranks = []
+    for rk in inputs["ranks"]:
+        patterns, index, order = [], {}, []
+        for i in keep:
+            row = []
+            for k in rk["epoch_steps"][i]:
+                if k not in index:
+                    index[k] = len(patterns)
+                    patterns.append(rk["patterns"][k])
+                row.append(index[k])
+            order.append(row)
+        ranks.append({**rk, "patterns": patterns, "epoch_steps": order,
+                      "end": [rk["end"][i] for i in keep]})
+    return {**inputs, "epochs": [inputs["epochs"][i] for i in keep], "ranks": ranks}
 
 
 def each_step(inputs: dict):

@@ -1,0 +1,197 @@
+"""The one device model (cdfgnn/pricing): card names, interconnect texts, the network
+rules of a cluster (link efficiency per backend, NIC sharing, staging), GAT counts, and
+that a run is priced once on one resolved cluster."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cdfgnn.comm.network import get_profile
+from cdfgnn.errors import CdfgnnError
+from cdfgnn.partition.base import Topology
+from cdfgnn.pricing.cluster import Cluster, effective_link, resolve_cluster
+from cdfgnn.pricing.efficiency import FIT_BOUNDS, Efficiency, load_efficiency
+from cdfgnn.pricing.hardware import card_profile, get_gpu, parse_gpus
+from cdfgnn.pricing.interconnect import link_profile, parse_interconnect, with_host_link
+from cdfgnn.pricing.roofline import host_copy_rate
+
+EFF = Efficiency(dense_flop=0.5, use_tf32=False, stream_bw=0.5, spmm_bw=0.5, spmm_reuse=0.0,
+                 launch=1.0, host_copy_bw=0.5, link_gloo=0.25, link_nccl=0.8)
+
+
+# ------------------------------------------------------------------ card names
+def test_t4_is_the_tesla_t4_and_capgnn_labels_still_work():
+    """``--devices t4`` used to price CaPGNN's T4 label, an A40."""
+    assert get_gpu("t4").label == "Tesla T4" and get_gpu("T4").name == "t4"
+    assert [g.name for g in parse_gpus("t4", 2)] == ["t4", "t4"]
+    assert get_gpu("capgnn:T4").name == "a40"
+    assert [g.name for g in parse_gpus("r9,R6,capgnn:t4", 3)] == ["rtx3090", "rtx3060", "a40"]
+    assert [g.name for g in parse_gpus("x4", 4)] == ["rtx3090", "rtx3090", "a40", "a40"]
+    with pytest.raises(CdfgnnError, match="unknown CaPGNN label"):
+        get_gpu("capgnn:Z9")
+
+
+def test_capgnn_device_profiles_follow_the_same_names():
+    from cdfgnn.pricing.devices import get_device
+    assert get_device("capgnn:T4").name == "a40" and get_device("r9").name == "rtx3090"
+    t4 = get_device("t4")                    # not measured by CaPGNN: derived from the card
+    assert t4.name == "t4" and t4.source.startswith("derived")
+
+
+@pytest.mark.parametrize("text, name", [("RTX 3090", "rtx3090"), ("V100-32GB", "v100"),
+                                        ("Tesla V100-SXM2-16GB", "v100"), ("H200", "h200"),
+                                        ("GTX 1660 Ti", "gtx1660ti"), ("A100 80GB", "a100-80"),
+                                        ("RTX 2060 SUPER", "rtx2060-super"),
+                                        ("RTX 2080 Ti", "rtx2080ti"), ("Tesla T4", "t4")])
+def test_cards_as_papers_write_them(text, name):
+    assert card_profile(text).name == name
+
+
+def test_unknown_or_ambiguous_card_is_one_line():
+    with pytest.raises(CdfgnnError, match="ambiguous: a100-40, a100-80"):
+        card_profile("A100")
+    with pytest.raises(CdfgnnError, match="no profile"):
+        card_profile("Voodoo 5")
+
+
+# ------------------------------------------------------------------ interconnects
+@pytest.mark.parametrize("text, intra, gen, lanes, inter, gbit", [
+    ("PCIe 3.0", "pcie", 3, 16, None, None),
+    ("PCIe 4.0 + 10 Gbps Ethernet (assumed)", "pcie", 4, 16, "ethernet", 10.0),
+    ("PCIe 3.0 x8, 10GbE", "pcie", 3, 8, "ethernet", 10.0),
+    ("NVLink", "nvlink", None, 16, None, None),
+    ("25 Gbps Ethernet", None, None, 16, "ethernet", 25.0),
+    ("100 Gb/s InfiniBand EDR", None, None, 16, "infiniband", 100.0),
+    ("PCIe 4.0 + NVLink + InfiniBand HDR", "nvlink", 4, 16, "infiniband", 200.0),
+    ("NVLink 3 / 200 Gbit/s InfiniBand", "nvlink", None, 16, "infiniband", 200.0),
+    ("none", None, None, 16, None, None),
+])
+def test_interconnect_texts(text, intra, gen, lanes, inter, gbit):
+    ic = parse_interconnect(text)
+    assert (ic.intra, ic.pcie_gen, ic.pcie_lanes, ic.inter, ic.inter_gbit) == (
+        intra, gen, lanes, inter, gbit)
+
+
+@pytest.mark.parametrize("text, why", [("Ethernet", "without a speed"),
+                                       ("InfiniBand", "without a speed"),
+                                       ("PCIe 9.0", "generation"),
+                                       ("carrier pigeon", "cannot read"),
+                                       ("10 GbE + 100 Gb/s InfiniBand", "two networks")])
+def test_unreadable_interconnects_are_refused(text, why):
+    with pytest.raises(CdfgnnError, match=why):
+        parse_interconnect(text)
+
+
+def test_link_profile_of_a_written_interconnect():
+    rtx, t4 = get_gpu("rtx3090"), get_gpu("t4")
+    topo = Topology(2, 4)
+    ic = parse_interconnect("PCIe 3.0 + 25 Gbps Ethernet")
+    gloo = link_profile(ic, "gloo", rtx, topo)
+    assert gloo.host_staged and gloo.inter_gbps == 3.125 and gloo.intra_gbps == 15.75
+    assert not link_profile(ic, "nccl", rtx, topo).host_staged
+    assert with_host_link(rtx, ic).host_link_gbps == 15.75
+    nv = link_profile(parse_interconnect("NVLink"), "nccl", rtx, Topology(1, 2))
+    assert nv.intra_gbps == rtx.peer_link_gbps
+    with pytest.raises(CdfgnnError, match="no NVLink"):
+        link_profile(parse_interconnect("NVLink"), "nccl", t4, Topology(1, 2))
+    with pytest.raises(CdfgnnError, match="no network between the 2 servers"):
+        link_profile(parse_interconnect("PCIe 4.0"), "nccl", rtx, topo)
+    # one GPU per host: every pair crosses the network
+    solo = link_profile(parse_interconnect("100 Gb/s InfiniBand EDR"), "nccl", rtx,
+                        Topology(4, 1))
+    assert solo.inter_gbps == 12.5
+
+
+# ------------------------------------------------------------------ cluster rules
+def test_link_efficiency_per_backend_and_nic_sharing():
+    nominal = get_profile("ethernet-10g")            # nccl: device to device
+    eff = effective_link(nominal, EFF, devices_per_host=4)
+    assert eff.intra_gbps == pytest.approx(nominal.intra_gbps * 0.8)
+    assert eff.inter_gbps == pytest.approx(nominal.inter_gbps * 0.8 / 4)
+    staged = effective_link(get_profile("pcie4-host-staged"), EFF, 1)
+    assert staged.inter_gbps == pytest.approx(1.25 * 0.25)
+    measured = effective_link(get_profile("cdfgnn-table2"), EFF, 2)   # sustained rates
+    assert measured.intra_gbps == 22.70 and measured.inter_gbps == pytest.approx(8.27 / 2)
+
+
+def test_staging_copies_on_gloo_only():
+    gpus = (get_gpu("rtx3090"),) * 4
+    topo = Topology(2, 2)
+    sent = np.array([0.0, 1e9, 2e9, 0.0])            # rank 0: 1 GB to its host, 2 GB away
+    staged = Cluster(gpus, get_profile("pcie4-host-staged"), topo, EFF)
+    copy = 1.0 / (host_copy_rate(gpus[0], EFF) * EFF.link_gloo)
+    link = staged.effective_link
+    expect = (3e9 * copy + 0.5e9 * copy                        # D2H of 3 GB, H2D of 0.5 GB
+              + 2e9 / (link.inter_gbps * 1e9) + link.inter_latency_s)  # only off-host bytes
+    assert staged.send_seconds(0, sent, [0, 1, 1, 0], 0.5e9) == pytest.approx(expect)
+    direct = Cluster(gpus, get_profile("ethernet-10g"), topo, EFF)
+    net = direct.effective_link
+    assert direct.send_seconds(0, sent, [0, 1, 1, 0], 0.5e9) == pytest.approx(
+        1e9 / (net.intra_gbps * 1e9) + 2e9 / (net.inter_gbps * 1e9)
+        + net.intra_latency_s + net.inter_latency_s)
+
+
+def test_shipped_constants_carry_the_network_efficiency_and_bounds_are_physical():
+    eff = load_efficiency()
+    assert 0 < eff.link_gloo <= 1 and 0 < eff.link_nccl <= 1
+    assert FIT_BOUNDS["dense_flop"][1] <= 0.8
+    assert all(FIT_BOUNDS[k][1] <= 1.0 for k in ("stream_bw", "spmm_bw", "host_copy_bw",
+                                                  "link_gloo", "link_nccl"))
+
+
+def test_a_run_is_priced_once_on_one_cluster(tmp_path, make_graph, monkeypatch):
+    """cdfgnn train resolves the cluster once and prices every epoch in one call; the
+    record's device epoch is what reprice gives for the kept counts."""
+    from cdfgnn.pricing import record
+    from cdfgnn.train.config import TrainConfig
+    from cdfgnn.train.run import run_training
+    path = tmp_path / "g.npz"
+    make_graph(n=300, seed=1).save(path)
+    calls = []
+    resolve = record.resolve_cluster
+
+    def counted(*a, **k):
+        calls.append(a)
+        return resolve(*a, **k)
+    monkeypatch.setattr(record, "resolve_cluster", counted)
+    rec = run_training(TrainConfig(graph=str(path), dataset=None, epochs=3, warmup=1,
+                                   hidden=8, workers=2, hosts=2, backend="thread",
+                                   devices="t4", network="pcie4-host-staged"))
+    assert len(calls) == 1
+    dev = rec["model_time"]["device"]
+    assert dev["profiles"] == ["t4", "t4"] and len(dev["epochs_s"]) == 2
+    assert [e["device_s"] for e in rec["epochs"]][1:] == dev["epochs_s"]
+    again = record.reprice(rec)
+    assert again["epoch_s"] == pytest.approx(dev["epoch_s"], rel=1e-12)
+
+
+# ------------------------------------------------------------------ GAT counts
+def test_gat_counts_scale_with_heads_and_exchange_projected_rows():
+    from cdfgnn.pricing.estimate import ModelShape, RankShape, estimate_ledger, halo_traffic
+    rank = RankShape(out_rows=1000, in_rows=1200, nnz=20000, self_rows=1000, label_rows=500,
+                     send_rows=150, recv_rows=200)
+    one = ModelShape("gat", 100, 16, 7, 2, heads=1)
+    four = ModelShape("gat", 100, 16, 7, 2, heads=4)
+    s1, s4 = (estimate_ledger(m, rank).totals()["spmm"] for m in (one, four))
+    assert s4["flops"] > 3 * s1["flops"]
+    assert [four.message_width(i) for i in (0, 1)] == [64, 28]        # heads x width
+    assert four.param_count() > one.param_count()
+    concat = ModelShape("gat", 100, 8, 7, 2, heads=8, concat_heads=True)
+    assert concat.dims == [(100, 64), (64, 7)] and concat.layer_heads(1) == 1
+    halo = np.array([[0, 10], [20, 0]])
+    b, m = halo_traffic(four, halo, 0)
+    # layer 0 (projected): 20 rows peer 1 needs + gradients of the 10 received, 64 wide;
+    # layer 1 the same at 4 x 7 = 28
+    assert b[1] == (20 + 10) * 64 * 4 + (20 + 10) * 28 * 4 and m[1] == 4
+
+
+def test_use_pp_and_linear_layers_exchange_nothing():
+    from cdfgnn.pricing.estimate import ModelShape
+    sylvie = ModelShape("sage", 602, 256, 41, 4, order="aggregate-first", exchange="input",
+                        static_first=True, linear=2)
+    assert [sylvie.message_width(i) for i in range(4)] == [0, 256, 0, 0]
+    assert sylvie.sync_backward(1) and not sylvie.syncs(0)
+    dgl = ModelShape("gcn", 16, 256, 41, 2, order="narrower-first", exchange="input")
+    assert not dgl.transforms_first(0) and dgl.transforms_first(1)     # W first if narrower
+    assert [dgl.message_width(i) for i in (0, 1)] == [16, 256]         # inputs cross
+    assert not dgl.sync_backward(0) and dgl.sync_backward(1)
