@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cdfgnn.data.graph import Graph, csr_from_sorted_pairs  # noqa: E402
-from cdfgnn.data.synthetic import GENERATOR, TWINS, twin_edges, twin_split  # noqa: E402
+from cdfgnn.data.synthetic import FIT_COMMAND, GENERATOR, TWINS, twin_edges, twin_split  # noqa: E402
 from cdfgnn.fileio import atomic_write_json  # noqa: E402
 from cdfgnn.partition.api import partition_graph  # noqa: E402
 from cdfgnn.partition.base import Topology  # noqa: E402
@@ -54,8 +54,9 @@ from cdfgnn.twins.targets import VERTEX_CUT, read_targets, volume_factor  # noqa
 
 DEFAULT_TARGETS = ROOT / "benchmarks" / "data" / "real_partition_stats.csv"
 DEFAULT_CACHE = ROOT / "results" / "twins" / "fidelity"
-#: P values each twin's own locality fit used (benchmarks/fit_twins.py); twins whose
-#: parameters were not fitted to their own graph's targets saw none
+#: P values each twin's own locality fit uses (benchmarks/fit_twins.py); a twin whose
+#: parameters are not (yet) fitted to its own graph's targets (``TwinSpec.fitted`` does not
+#: name FIT_COMMAND) saw none: all its points are predictions (:func:`fit_parts`)
 FIT_PARTS = {"synth-reddit-dgl": (2, 4, 8), "synth-products": (2, 4, 8),
              "synth-arxiv": (2, 4, 8), "synth-papers100m": (2, 4, 8),
              "synth-yelp": (8,), "synth-amazon": (8,)}
@@ -66,6 +67,11 @@ IN_FIT = {"synth-reddit-dgl": {"halo_copies_per_vertex"},
           "synth-papers100m": {"edge_cut_share"},
           "synth-yelp": {"halo_volume_mb"}, "synth-amazon": {"halo_volume_mb"}}
 BAND = 0.25
+
+
+def fit_parts(name: str) -> tuple[int, ...]:
+    """The P values ``name``'s recorded parameters were fitted on (none if unfitted)."""
+    return FIT_PARTS.get(name, ()) if TWINS[name].fitted.startswith(FIT_COMMAND) else ()
 
 
 class Twin:
@@ -133,7 +139,7 @@ def main() -> None:
         twin = Twin(name, args.nodes, Path(args.cache))
         for t in sorted(ts, key=lambda t: (t.metric, t.partitioner, t.parts)):
             got = twin.value(t)
-            fit_p = t.parts in FIT_PARTS.get(name, ())
+            fit_p = t.parts in fit_parts(name)
             in_fit = fit_p and t.metric in IN_FIT.get(name, set())
             ratio = got / t.value
             rows.append((name, ratio, fit_p))
