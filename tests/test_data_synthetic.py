@@ -78,6 +78,11 @@ def test_scale_changes_size_but_keeps_shape():
     assert graph_stats(generate_twin("synth-products", "small"))["avg_degree"] == pytest.approx(50.52, rel=0.03)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "generator v3 with synth-arxiv's fitted locality (decay 1.589, hub_reach 1.275) gives "
+    "its hubs a quarter of their propensity at 10,000 vertices (theta 1000 -> degree 247): "
+    "hubs reach the top levels, where the other ends are mostly hubs, and the duplicate "
+    "pairs are dropped; docs/twins.md, 'Known defect'"))
 def test_degree_distribution_has_a_power_law_tail():
     g = generate_twin("synth-arxiv", "small")
     deg = g.degrees().astype(np.float64)

@@ -11,8 +11,8 @@ import cdfgnn
 
 PACKAGE = Path(cdfgnn.__file__).parent
 #: bottom to top; a module may import its own layer and the layers below it
-LAYERS = ["data", "partition", "cost", "comm", "pricing", "sampling", "models", "methods", "train",
-          "report", "experiments", "cli"]
+LAYERS = ["data", "partition", "twins", "cost", "comm", "pricing", "sampling", "models", "methods",
+          "train", "report", "experiments", "cli"]
 #: the console script ``cdfgnn`` (pyproject.toml: cdfgnn.cli:run)
 ENTRY_POINT = "cdfgnn.cli"
 
@@ -74,8 +74,8 @@ def test_layer_table_names_real_packages():
 
 
 def test_imports_point_down_the_layers():
-    """data < partition < cost < comm < pricing < sampling < models < methods < train < report <
-    experiments < cli: nothing imports a layer above its own. The top-level helper
+    """data < partition < twins < cost < comm < pricing < sampling < models < methods < train <
+    report < experiments < cli: nothing imports a layer above its own. The top-level helper
     modules (cdfgnn.errors, cdfgnn.arrays, ...) sit below every layer."""
     helpers = {p.stem for p in PACKAGE.glob("*.py")} - {"cli", "__init__"}
     below = {layer: set(LAYERS[:i]) | helpers for i, layer in enumerate(LAYERS)}

@@ -152,6 +152,27 @@ def import_graph(path: str | Path, fmt: str | None = None, *, features: str | Pa
     return g
 
 
+def is_graph_file(path: str | Path) -> bool:
+    """True for a Graph file written by `cdfgnn prepare` (an npz archive with a header)."""
+    import zipfile
+
+    p = Path(path)
+    if not p.is_file() or not p.name.lower().endswith(".npz"):
+        return False
+    try:
+        with zipfile.ZipFile(p) as z:
+            return "header.npy" in z.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def read_any_graph(path: str | Path, fmt: str | None = None, **kwargs: Any) -> Graph:
+    """A Graph file as `cdfgnn prepare` writes, or anything :func:`import_graph` reads."""
+    if fmt is None and is_graph_file(path):
+        return Graph.load(path)
+    return import_graph(path, fmt, **kwargs)
+
+
 def _stem(path: Path) -> str:
     name = path.name
     for suffix in (".gz", ".txt", ".csv", ".tsv", ".edges", ".el", ".mtx", ".npz", ".bin", ".dgl"):

@@ -10,7 +10,7 @@ papers' tables but tells how much neighbourhood aggregation can help on a twin.
 ``timing_only`` marks a graph whose features and labels are random (Friendster, an
 imported graph without features/labels): its accuracy numbers mean nothing.
 
-:func:`structure_stats` adds what tells a twin's locality from its dataset's (issue 11),
+:func:`structure_stats` adds what tells a twin's locality from its dataset's,
 for the statistics row of `cdfgnn prepare` only (too slow for every run record):
 
 * ``avg_clustering`` -- the mean local clustering coefficient over all vertices

@@ -1,59 +1,50 @@
-"""Synthetic twins of the papers' datasets: degree-corrected SBM with power-law degrees.
+"""Synthetic twins of the papers' datasets: power-law degrees on a hierarchy of nested blocks.
 
-Follows docs/architecture.md, Datasets ("Synthetic twins"). Friendster stand-in: CDFGNN
+Follows docs/architecture.md, Datasets ("Synthetic twins"); the model, its parameters, the
+size rule and the fit are explained in docs/twins.md. Friendster stand-in: CDFGNN
 (arXiv 2408.00232, Table 1) generates 64-dim features and 32 classes at random; the paper
 does not say how, nor the split: we choose N(0,1) features, uniform labels, 65/10/25.
 
 Generative model (all steps vectorised numpy, one ``SeedSequence`` per twin and seed):
 
-1. **Blocks and labels.** Single-label twins: block = class, drawn with probabilities
-   ``pi_c ∝ (c+1)^-class_skew`` (real label distributions are skewed, so the
-   majority-class rate is a meaningful baseline); with probability ``label_noise`` a
-   vertex's label is redrawn from ``pi`` while its features and edges keep following its
-   block, which caps the reachable accuracy near ``1 - label_noise`` as real datasets'
-   label noise does. Multi-label twins: ``num_blocks`` latent blocks; block b owns
-   ``labels_per_block`` "typical" labels that a member carries with probability ``p_hi``
-   each, every other label with ``p_lo``.
-2. **Degree propensities.** ``theta_i = (1-u)^(-1/(gamma-1))`` (Pareto, so
+1. **Degree propensities.** ``theta_i = (1-u)^(-1/(gamma-1))`` (Pareto, so
    ``P(theta) ∝ theta^-gamma``), rescaled to mean ``d`` (the target average degree) and
    clipped at ``d_max = max_degree_frac * N`` with a few rescale/clip rounds.
-3. **Edges (Chung-Lu inside a nested SBM, v2).** Each class block is split into
-   communities of mean size ``COMMUNITY_DEGREES * d`` (log-normal sizes), and every
-   vertex gets a label-independent *region* (``N / sqrt(N * community size)``
-   regions). Vertex i emits ``Poisson(theta_i M' / sum(theta))`` edge stubs,
-   ``M' = (1 - closure_frac) N d / 2``. A stub is homophilous with probability
-   ``homophily``: it then stays in the source's community with probability
-   ``community_frac`` (times ``min(1, community size / (2 theta_i))``, so a hub is not
-   asked for more distinct neighbours than its community has), else goes anywhere in
-   the block; any other stub goes into the source's region with probability
-   ``region_frac``, else anywhere. Each draw is ∝ theta within its range: one
-   ``searchsorted`` into the cumulative theta of the vertices sorted by community (or
-   by region), so expected degrees stay ∝ theta. Self-loops and duplicate pairs are
-   dropped and the deficit is re-sampled (a few rounds). Then **triangle closure**
-   adds the remaining ``closure_frac`` of the edges: a centre v uniform over vertices
-   of degree >= 2, two random neighbours u, w of v, edge u-w (a wedge whose ends are
-   in different blocks is closed with probability :func:`closure_cross_accept`, which
-   keeps the closed edges' homophily near ``homophily``). Duplicates fall mostly
-   inside blocks, so the realised edge homophily is somewhat below ``homophily`` on
-   dense small graphs (label noise lowers the label-measured value further).
-   v1 (``dcsbm-powerlaw-v1``) had no communities, regions or closure: no locality
-   finer than the classes (issue 11; docs/methods.md has v1 -> v2 measurements).
-4. **Features.** ``x_i = snr * mu_{b_i} + eps_i`` with unit-norm random block centroids
+2. **Edges: hierarchical locality** (:mod:`cdfgnn.data.hierarchy`). The vertices sit on a
+   binary hierarchy of nested blocks; a vertex's edges reach beyond a block of s vertices
+   with probability ``(s / r_i)^-decay`` (Rent's rule, any depth), ``r_i = reach * N *
+   (theta_i / d)^hub_reach`` (at least theta_i). Inside the chosen block the other end is
+   drawn ∝ its own weight at that level, so expected degrees stay ∝ theta. These three
+   parameters (``reach``, ``decay``, ``hub_reach``) are the only ones that move an edge
+   besides the degree fields; they are fitted to published METIS partition statistics
+   of the real graph (``python benchmarks/fit_twins.py``; ``TwinSpec.fitted`` says on
+   what).
+3. **Latent classes and labels**, planted on the hierarchy after the edges (so no label
+   knob moves an edge): contiguous class regions sized ∝ ``pi_c ∝ (c+1)^-class_skew``
+   with patches of other classes, the patch rate set so that a share ``homophily`` of the
+   edges joins two vertices of one latent class. Single-label twins: with probability
+   ``label_noise`` a vertex's label is redrawn from ``pi`` while its features keep
+   following its latent class, which caps the reachable accuracy near
+   ``1 - label_noise`` as real datasets' label noise does (and lowers the
+   label-measured edge homophily by about that factor). Multi-label twins: ``num_blocks``
+   latent blocks (uniform); block b owns ``labels_per_block`` "typical" labels that a
+   member carries with probability ``p_hi`` each, every other label with ``p_lo``.
+4. **Features.** ``x_i = snr * mu_{b_i} + eps_i`` with unit-norm random class centroids
    ``mu`` and ``eps ~ N(0, I_F)``. Pairwise class separation of one vertex is therefore
    ``~ snr * sqrt(2)`` noise standard deviations: a per-vertex classifier is well above
    chance but noisy, and averaging homophilous neighbours (what a GCN layer does)
    sharpens it. Multi-label twins add ``label_snr * (Y_i E) / sqrt(|Y_i|)`` with random
    unit label embeddings ``E`` so labels beyond the block's typical ones are learnable.
-   Friendster's twin uses pure N(0,1) features and uniform labels independent of its
-   latent blocks (``meta["timing_only"]``).
+   Friendster's twin uses pure N(0,1) features and uniform labels (``meta["timing_only"]``).
 5. **Split.** A random permutation cut at the real dataset's train/val/test ratios;
    a twin with a tiny labelled share (papers100M: 1.09% / 0.11% / 0.19%) sets
    ``min_split_size``, the fewest vertices of each split, so that small graphs keep
    enough labelled vertices to train and evaluate on (0, every other twin: ratios alone).
 
-``scale`` changes only N: feature width, classes, split ratios, degree exponent and
-homophily are kept, and the average degree is kept up to ``min(d, N / 40)`` so the tiny
-graphs stay sparse instead of turning into near-cliques.
+``scale`` changes only N: feature width, classes, split ratios, degree exponent,
+homophily and the three locality parameters are kept (``reach`` is a share of N, which is
+the size rule: docs/twins.md), and the average degree is kept up to ``min(d, N / 40)`` so
+the tiny graphs stay sparse instead of turning into near-cliques.
 """
 from __future__ import annotations
 
@@ -64,25 +55,24 @@ from typing import Any
 
 import numpy as np
 
-from cdfgnn.data.graph import Graph
-from cdfgnn.arrays import unique_sorted
-from cdfgnn.data.graph import csr_from_sorted_pairs
+from cdfgnn.data.graph import Graph, csr_from_sorted_pairs
+from cdfgnn.data.hierarchy import Hierarchy, Locality, plant_classes, sample_edges
 from cdfgnn.errors import CdfgnnError
 
-GENERATOR = "dcsbm-nested-closure-v2"
+GENERATOR = "dcsbm-hierarchical-v3"
 
 #: Named sizes; an int (or a decimal string) asks for that many vertices.
 SCALES: dict[str, int] = {"tiny": 2_000, "small": 10_000, "medium": 100_000}
 MIN_NODES = 100
 #: average degree is capped at N / DENSITY_CAP_DIV so tiny graphs stay sparse
 DENSITY_CAP_DIV = 40
-_TOPUP_ROUNDS = 6
-#: default community size, in units of the target average degree (module doc, step 3)
-COMMUNITY_DEGREES = 3.0
-MIN_COMMUNITY = 16
 #: synth-papers100m's fewest vertices per split (its real shares give ~22 training and
 #: ~4 test vertices at the tiny scale; docs/methods.md, "Synthetic twins")
 MIN_SPLIT_PAPERS = 200
+#: the only TwinSpec fields that move an edge besides size and degrees (docs/twins.md)
+LOCALITY_PARAMS = ("reach", "decay", "hub_reach")
+#: the command that fits LOCALITY_PARAMS of the registered twins
+FIT_COMMAND = "python benchmarks/fit_twins.py"
 
 
 @dataclass(frozen=True)
@@ -96,10 +86,10 @@ class TwinSpec:
     avg_degree: float               # target 2|E|/|V| (real value, before the density cap)
     degree_exponent: float          # gamma in P(theta) ∝ theta^-gamma
     split: tuple[float, float, float]
-    homophily: float                # P(an edge's destination is drawn from the source's block)
-    feature_snr: float              # block-centroid norm in noise standard deviations
+    homophily: float                # target share of edges inside one latent class
+    feature_snr: float              # class-centroid norm in noise standard deviations
     class_skew: float = 0.0         # pi_c ∝ (c+1)^-skew (single-label twins)
-    label_noise: float = 0.0        # P(a vertex's label is redrawn from pi, ignoring its block)
+    label_noise: float = 0.0        # P(a vertex's label is redrawn from pi, ignoring its class)
     max_degree_frac: float = 0.1    # expected-degree cap as a fraction of N
     multilabel: bool = False
     num_blocks: int = 0             # multi-label: latent blocks (0: = num_classes)
@@ -109,11 +99,13 @@ class TwinSpec:
     label_snr: float = 0.0          # multi-label: norm of the per-label feature signal
     random_features: bool = False   # Friendster: N(0,1) features, uniform labels
     real_num_nodes: int | None = None
-    # locality (generator v2): communities nested in each block, triangle closure
-    community_size: float = 0.0     # mean community size (0: COMMUNITY_DEGREES x avg degree)
-    community_frac: float = 0.8     # P(a homophilous stub stays in its community)
-    region_frac: float = 0.8        # P(any other stub stays in its source's region)
-    closure_frac: float = 0.3       # fraction of the edges made by closing wedges
+    # locality (generator v3, cdfgnn.data.hierarchy): the only three knobs that move edges
+    # defaults: the median of the three twins fitted to METIS halo copies (reddit-dgl,
+    # products, arxiv), each parameter on its own
+    reach: float = 0.003419         # sigma: reach of an average-degree vertex, share of N
+    decay: float = 1.055            # beta: P(an edge leaves a block of s >= reach) = (s/reach)^-beta
+    hub_reach: float = 1.0          # alpha: reach grows as (theta / d)^alpha
+    fitted: str = ""                # what the locality was fitted to ("": model defaults)
     min_split_size: int = 0         # fewest vertices of each split (0: the ratios alone)
 
 
@@ -122,17 +114,30 @@ class TwinSpec:
 # 0.75/0.10/0.15; amazon-products 264.3M directed arcs / 1.57M nodes = 168.4, train
 # 1,255,968 = 0.80), CaPGNN table (flickr 10.08), OGB (arxiv 13.77, time split 54/18/28;
 # products sales-rank split 8.0/1.6/90.4). Exponents, homophily and skews are
-# plausible values, not fitted to the real graphs.
+# plausible values, not fitted to the real graphs. The locality parameters (reach, decay,
+# hub_reach) are fitted by FIT_COMMAND where a twin's ``fitted`` says so (docs/twins.md);
+# the others keep the model defaults.
+_FIT_HALO = f"{FIT_COMMAND}: METIS halo copies per vertex at P = 2, 4, 8"
 TWINS: dict[str, TwinSpec] = {s.name: s for s in [
+    # GraphSAINT's copy has no METIS target: DGL's copy's locality (the same vertices)
     TwinSpec("synth-reddit", "reddit", 602, 41, 99.65, 2.3, (0.66, 0.10, 0.24),
              homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
-             real_num_nodes=232_965),
+             real_num_nodes=232_965, reach=0.003419, decay=1.055, hub_reach=1.0,
+             fitted="synth-reddit-dgl's parameters (no METIS target for this copy)"),
+    # DGL's RedditDataset (the copy the peers' code loads): 114,615,892 arcs, 492.0 per
+    # vertex, the same vertices, features, classes and split as GraphSAINT's copy
+    TwinSpec("synth-reddit-dgl", "reddit", 602, 41, 491.99, 2.3, (0.66, 0.10, 0.24),
+             homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
+             real_num_nodes=232_965, reach=0.003419, decay=1.055, hub_reach=1.0,
+             fitted=_FIT_HALO + " of DGL's Reddit (610 s CPU)"),
     TwinSpec("synth-products", "ogbn-products", 100, 47, 50.52, 2.3, (0.0803, 0.0161, 0.9036),
              homophily=0.80, feature_snr=3.0, class_skew=1.0, label_noise=0.2,
-             real_num_nodes=2_449_029),
+             real_num_nodes=2_449_029, reach=0.0006137, decay=0.7777, hub_reach=0.738,
+             fitted=_FIT_HALO + " of ogbn-products (346 s CPU)"),
     TwinSpec("synth-arxiv", "ogbn-arxiv", 128, 40, 13.77, 2.6, (0.537, 0.176, 0.287),
              homophily=0.65, feature_snr=3.0, class_skew=0.8, label_noise=0.2,
-             real_num_nodes=169_343),
+             real_num_nodes=169_343, reach=0.02436, decay=1.589, hub_reach=1.275,
+             fitted=_FIT_HALO + " of ogbn-arxiv (379 s CPU)"),
     TwinSpec("synth-yelp", "yelp", 300, 100, 19.47, 2.4, (0.75, 0.10, 0.15),
              homophily=0.65, feature_snr=1.5, multilabel=True, num_blocks=25,
              labels_per_block=6, p_hi=0.8, p_lo=0.01, label_snr=3.0, real_num_nodes=716_847),
@@ -140,9 +145,9 @@ TWINS: dict[str, TwinSpec] = {s.name: s for s in [
              homophily=0.7, feature_snr=2.0, multilabel=True, num_blocks=30,
              labels_per_block=5, p_hi=0.8, p_lo=0.01, label_snr=4.0, real_num_nodes=1_569_960),
     TwinSpec("synth-flickr", "flickr", 500, 7, 10.08, 2.5, (0.50, 0.25, 0.25),
-             homophily=0.35, feature_snr=2.5, class_skew=0.9, label_noise=0.35,
+             homophily=0.35, feature_snr=3.5, class_skew=0.9, label_noise=0.35,
              real_num_nodes=89_250),
-    # latent blocks give Friendster's twin locality; its labels ignore them (timing only)
+    # Friendster's labels and features are random (timing only); its edges are local
     TwinSpec("synth-friendster", "friendster", 64, 32, 55.06, 2.5, (0.65, 0.10, 0.25),
              homophily=0.7, feature_snr=0.0, random_features=True, real_num_nodes=65_608_366),
     # OGB papers100M: 111,059,956 nodes, 1,615,685,872 directed citation arcs, so
@@ -156,7 +161,6 @@ TWINS: dict[str, TwinSpec] = {s.name: s for s in [
     TwinSpec("synth-powerlaw", None, 64, 8, 20.0, 2.2, (0.6, 0.2, 0.2),
              homophily=0.7, feature_snr=2.0, class_skew=0.5, label_noise=0.1),
 ]}
-
 
 def resolve_scale(scale: str | int) -> int:
     """Vertex count for a named scale, an int, or a decimal string (CLI/config values)."""
@@ -187,59 +191,98 @@ def generate_twin(name: str, scale: str | int = "small", seed: int = 0) -> Graph
     return generate_from_spec(TWINS[name], scale, seed)
 
 
+def check_locality(spec: TwinSpec) -> None:
+    """The three locality parameters are in range (reach in (0, 1], decay > 0, hub_reach >= 0)."""
+    if not 0.0 < spec.reach <= 1.0:
+        raise CdfgnnError(f"twin {spec.name!r}: reach must be in (0, 1], got {spec.reach!r}")
+    if not spec.decay > 0.0:
+        raise CdfgnnError(f"twin {spec.name!r}: decay must be > 0, got {spec.decay!r}")
+    if not spec.hub_reach >= 0.0:
+        raise CdfgnnError(f"twin {spec.name!r}: hub_reach must be >= 0, got {spec.hub_reach!r}")
+
+
+def locality(spec: TwinSpec) -> Locality:
+    """The spec's three locality parameters."""
+    return Locality(spec.reach, spec.decay, spec.hub_reach)
+
+
+def twin_skeleton(spec: TwinSpec, n: int, seed: int
+                  ) -> tuple[np.ndarray, Hierarchy, np.random.Generator]:
+    """Degree propensities and hierarchy of ``spec`` at n vertices, and the edge stream
+    positioned after them (what :func:`twin_edges` draws its edges from)."""
+    check_locality(spec)
+    d = effective_avg_degree(spec, n)
+    r_deg, r_edge = _streams(spec.name, seed)[1:3]
+    theta = powerlaw_propensities(n, d, spec.degree_exponent, spec.max_degree_frac * n, r_deg)
+    return theta, Hierarchy.draw(n, r_edge), r_edge
+
+
+def twin_edges(spec: TwinSpec, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, Hierarchy]:
+    """The undirected edges (src < dst, sorted) of ``spec`` at n vertices, and the hierarchy.
+
+    Depends only on n, the seed, the twin's name, the degree fields (avg_degree,
+    degree_exponent, max_degree_frac) and :data:`LOCALITY_PARAMS`: labels, features and
+    homophily never move an edge (their streams are separate).
+    """
+    theta, h, r_edge = twin_skeleton(spec, n, seed)
+    src, dst = sample_edges(theta, theta.sum() / 2.0, h, locality(spec), r_edge)
+    return src, dst, h
+
+
+def twin_split(spec: TwinSpec, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The train/val/test masks :func:`generate_from_spec` gives ``spec`` at n vertices."""
+    return random_split(n, spec.split, _streams(spec.name, seed)[4], min_size=spec.min_split_size)
+
+
+def _streams(name: str, seed: int) -> list[np.random.Generator]:
+    """One stream per stage (labels, degrees, edges, features, split), keyed by twin name
+    too, so twins with the same seed differ."""
+    ss = np.random.SeedSequence([int(seed), zlib.crc32(name.encode())])
+    return [np.random.default_rng(s) for s in ss.spawn(5)]
+
+
 def generate_from_spec(spec: TwinSpec, scale: str | int = "small", seed: int = 0) -> Graph:
-    """Generate a graph from any :class:`TwinSpec` (e.g. a registered twin with another
-    average degree, ``dataclasses.replace(TWINS[name], avg_degree=...)``, as
-    ``benchmarks/time_model.py`` does to match a peer's denser copy of a dataset)."""
+    """Generate a graph from any :class:`TwinSpec` (e.g. a registered twin with other
+    locality parameters, ``dataclasses.replace(TWINS[name], reach=...)``, or the fitted
+    twin of an imported graph, :mod:`cdfgnn.data.twin_of`)."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise CdfgnnError(f"seed must be a non-negative int, got {seed!r}")
     name = spec.name
     n = resolve_scale(scale)
     d = effective_avg_degree(spec, n)
-    # one stream per stage, keyed by twin name too, so twins with the same seed differ
-    ss = np.random.SeedSequence([int(seed), zlib.crc32(name.encode())])
-    r_lab, r_deg, r_edge, r_feat, r_split = (np.random.default_rng(s) for s in ss.spawn(5))
-
-    if spec.multilabel:
-        blocks, y = _multilabel_blocks(spec, n, r_lab)
-    elif spec.random_features:
-        # edges follow latent blocks (locality), labels are uniform and independent of them
-        blocks = r_lab.integers(0, spec.num_classes, size=n, dtype=np.int64)
+    src, dst, h = twin_edges(spec, n, seed)
+    r_lab, _, _, r_feat, _ = _streams(name, seed)
+    eps, planted = 0.0, None
+    if spec.random_features:
+        # labels are uniform and independent of the (local) edges: timing only
+        blocks = np.zeros(n, dtype=np.int64)
         y = r_lab.integers(0, spec.num_classes, size=n, dtype=np.int64)
+    elif spec.multilabel:
+        nb = spec.num_blocks or spec.num_classes
+        blocks, eps, planted = plant_classes(h, np.full(nb, 1.0 / nb), src, dst, spec.homophily,
+                                             r_lab)
+        y = _multilabel_labels(spec, blocks, r_lab)
     else:
         pi = _class_probs(spec.num_classes, spec.class_skew)
-        blocks = r_lab.choice(spec.num_classes, size=n, p=pi).astype(np.int64)
-        # features and edges follow the block; a noisy label does not: irreducible error
+        blocks, eps, planted = plant_classes(h, pi, src, dst, spec.homophily, r_lab)
+        # features follow the latent class; a noisy label does not: irreducible error
         noisy = r_lab.random(n) < spec.label_noise
         y = np.where(noisy, r_lab.choice(spec.num_classes, size=n, p=pi), blocks).astype(np.int64)
-    if not spec.multilabel and n >= spec.num_classes:
-        # Graph.num_classes is max(y) + 1: plant every class once so small graphs keep the width
-        first = r_lab.choice(n, size=spec.num_classes, replace=False)
-        blocks[first] = np.arange(spec.num_classes)
-        y[first] = np.arange(spec.num_classes)
-    theta = powerlaw_propensities(n, d, spec.degree_exponent, spec.max_degree_frac * n, r_deg)
-    size = spec.community_size or max(MIN_COMMUNITY, COMMUNITY_DEGREES * d)
-    # regions: label-independent locality between the communities and the whole graph
-    num_regions = max(1, int(round(n / np.sqrt(n * size))))
-    region = r_edge.integers(0, num_regions, size=n, dtype=np.int64)
-    comm = nested_communities(blocks, size, r_edge)
-    m_total = n * d / 2.0
-    src, dst = sample_sbm_edges(blocks, theta, m_total * (1.0 - spec.closure_frac), spec.homophily,
-                                r_edge, communities=comm, community_frac=spec.community_frac,
-                                regions=region, region_frac=spec.region_frac)
-    if spec.closure_frac > 0:
-        src, dst = close_triangles(src, dst, n, int(round(m_total)) - src.shape[0], blocks,
-                                   closure_cross_accept(spec.homophily, int(blocks.max()) + 1),
-                                   r_edge)
+        if n >= spec.num_classes:
+            # Graph.num_classes is max(y) + 1: plant every class once so small graphs keep
+            # the width
+            first = r_lab.choice(n, size=spec.num_classes, replace=False)
+            blocks[first] = np.arange(spec.num_classes)
+            y[first] = np.arange(spec.num_classes)
     x = _features(spec, blocks, y, r_feat)
-    train, val, test = random_split(n, spec.split, r_split, min_size=spec.min_split_size)
+    train, val, test = twin_split(spec, n, seed)
     meta: dict[str, Any] = {
         # params pass through JSON so the in-memory meta equals the one read back from disk
         "generator": GENERATOR, "params": json.loads(json.dumps(asdict(spec))), "seed": int(seed),
         "scale": scale if isinstance(scale, str) else int(scale), "num_nodes": n,
-        "avg_degree_target": d, "twin_of": spec.twin_of, "community_size": size,
-        "communities": int(comm.max()) + 1,
-        "regions": num_regions,
+        "avg_degree_target": d, "twin_of": spec.twin_of, "hierarchy_levels": h.levels,
+        "reach_vertices": spec.reach * n, "patch_rate": eps,
+        "latent_homophily": None if planted is None or planted != planted else planted,
     }
     if spec.random_features:
         meta["timing_only"] = True
@@ -248,8 +291,6 @@ def generate_from_spec(spec: TwinSpec, scale: str | int = "small", seed: int = 0
     g.validate()
     return g
 
-
-# ----------------------------------------------------------------------------- stages
 def _class_probs(k: int, skew: float) -> np.ndarray:
     w = np.arange(1, k + 1, dtype=np.float64) ** -float(skew)
     return w / w.sum()
@@ -274,181 +315,13 @@ def powerlaw_propensities(n: int, mean: float, gamma: float, cap: float,
     return theta
 
 
-def nested_communities(blocks: np.ndarray, size: float, rng: np.random.Generator) -> np.ndarray:
-    """Community of every vertex: each block split into ~|block| / size communities.
-
-    Community ids are numbered block by block, so sorting by community also sorts by
-    block. Sizes vary (log-normal weights, sigma 0.5) as real communities do.
-    """
-    nb = int(blocks.max()) + 1
-    counts = np.bincount(blocks, minlength=nb)
-    k = np.maximum(1, np.round(counts / float(size)).astype(np.int64))
-    first = np.concatenate([[0], np.cumsum(k)[:-1]])
-    weights = rng.lognormal(0.0, 0.5, size=int(k.sum()))
-    comm = np.empty(blocks.shape[0], dtype=np.int64)
-    order = np.argsort(blocks, kind="stable")
-    start = 0
-    for b in range(nb):  # loop over blocks (tens), not vertices
-        members = order[start:start + counts[b]]
-        start += counts[b]
-        w = weights[first[b]:first[b] + k[b]]
-        comm[members] = first[b] + rng.choice(k[b], size=members.shape[0], p=w / w.sum())
-    return comm
-
-
-def _ranges(keys: np.ndarray, theta: np.ndarray, k: int):
-    """Per key value: start of its theta mass, its mass, its last sorted position
-    (in the order that sorts ``keys``)."""
-    mass = np.bincount(keys, weights=theta, minlength=k)
-    start = np.concatenate([[0.0], np.cumsum(mass)[:-1]])
-    end_pos = np.cumsum(np.bincount(keys, minlength=k)) - 1
-    return start, mass, end_pos
-
-
-def sample_sbm_edges(blocks: np.ndarray, theta: np.ndarray, num_edges: float, homophily: float,
-                     rng: np.random.Generator, communities: np.ndarray | None = None,
-                     community_frac: float = 0.0, regions: np.ndarray | None = None,
-                     region_frac: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """Undirected edges (src < dst, unique, no self-loops, sorted) of about ``num_edges``.
-
-    A stub is homophilous with probability ``homophily``: then it stays in its source's
-    community with probability ``community_frac``, else goes anywhere in the source's
-    block. Any other stub goes to the source's region (label-independent locality) with
-    probability ``region_frac``, else anywhere. Every draw is ∝ theta within its range.
-    Communities must nest in blocks, numbered block by block
-    (:func:`nested_communities`), so block and community ranges are contiguous in one
-    order.
-    """
-    n = blocks.shape[0]
-    target = int(round(num_edges))
-    nb = int(blocks.max()) + 1
-    if regions is None:
-        regions, region_frac = np.zeros(n, dtype=np.int64), 0.0
-    if communities is None:
-        communities, community_frac = blocks, 0.0
-    # order A: by community, hence by block
-    order = np.argsort(communities, kind="stable")
-    cum = np.cumsum(theta[order])
-    total = cum[-1]
-    c_start, c_mass, c_end = _ranges(communities, theta, int(communities.max()) + 1)
-    b_start, b_mass, b_end = _ranges(blocks, theta, nb)
-    c_size = np.bincount(communities)[communities].astype(np.float64)
-    p_comm = np.minimum(1.0, 0.5 * c_size / np.maximum(theta, 1e-12))
-    # order R: by region
-    order_r = np.argsort(regions, kind="stable")
-    cum_r = np.cumsum(theta[order_r])
-    r_start, r_mass, r_end = _ranges(regions, theta, int(regions.max()) + 1)
-    nodes = np.arange(n, dtype=np.int64)
-
-    keys = np.empty(0, dtype=np.int64)
-    want = float(target)
-    for _ in range(_TOPUP_ROUNDS):
-        if want < 1:
-            break
-        # Poisson stub counts give sources ∝ theta without a search per edge
-        src = np.repeat(nodes, rng.poisson(theta * (want / total)))
-        m = src.shape[0]
-        homo = rng.random(m) < homophily
-        # a hub cannot find theta distinct neighbours in a small community: the share of
-        # its stubs kept there shrinks to about half the community's size
-        in_comm = homo & (rng.random(m) < community_frac * p_comm[src])
-        local = ~homo & (rng.random(m) < region_frac)
-        u = rng.random(m)
-        # range of each draw: community, block (order A), region (order R), or all (A)
-        kind = np.where(in_comm, 0, np.where(homo, 1, np.where(local, 2, 3)))
-        c, b, r = communities[src], blocks[src], regions[src]
-        start = np.choose(kind, [c_start[c], b_start[b], r_start[r], 0.0])
-        mass = np.choose(kind, [c_mass[c], b_mass[b], r_mass[r], total])
-        end = np.choose(kind, [c_end[c], b_end[b], r_end[r], n - 1])
-        pick = start + u * mass
-        pos = np.where(local, np.searchsorted(cum_r, pick, side="right"),
-                       np.searchsorted(cum, pick, side="right"))
-        # float rounding at a range's upper end may step into the next one
-        pos = np.minimum(pos, end)
-        dst = np.where(local, order_r[pos], order[pos])
-        lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-        new = unique_sorted(lo[lo != hi] * n + hi[lo != hi])
-        before = keys.shape[0]
-        if before:
-            # two sorted runs: the stable (merge-based) sort just merges them
-            merged = np.sort(np.concatenate([keys, new]), kind="stable")
-            keys = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
-        else:
-            keys = new
-        gained = keys.shape[0] - before
-        deficit = target - keys.shape[0]
-        if deficit <= 0.01 * target:
-            break
-        # the next round's yield is about this round's gained/sampled ratio
-        want = min(deficit * max(m, 1) / max(gained, 1), 4.0 * deficit + 16)
-    return keys // n, keys % n
-
-
-def _merge_keys(keys: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """Union of two sorted unique key arrays."""
-    merged = np.sort(np.concatenate([keys, new]), kind="stable")
-    return merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
-
-
-def closure_cross_accept(h: float, k: int) -> float:
-    """P(closing a wedge whose ends lie in different blocks) that keeps the closed edges'
-    same-block rate near h: the ends of a wedge share a block with s ~ h^2 + (1-h)^2 / k,
-    and s / (s + (1 - s) q) = h gives q = s (1 - h) / (h (1 - s))."""
-    s = h * h + (1.0 - h) ** 2 / max(k, 1)
-    if h <= 1.0 / max(k, 1) or s >= 1.0:
-        return 1.0
-    return float(min(1.0, s * (1.0 - h) / (h * (1.0 - s))))
-
-
-def close_triangles(src: np.ndarray, dst: np.ndarray, n: int, extra: int, blocks: np.ndarray,
-                    cross_accept: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Add about ``extra`` edges that close wedges u - v - w (a triangle each).
-
-    The centre v is uniform over vertices of degree >= 2 (so low-degree vertices gain
-    clustering, as in real graphs), u and w two distinct random neighbours of v, hence
-    the new edge's ends are drawn about ∝ degree and the degree shape is kept. A wedge
-    whose ends lie in different blocks is closed only with probability
-    ``cross_accept`` (:func:`closure_cross_accept` keeps the edge homophily near h). Rounds on the
-    growing graph until the count is reached (or a round adds nothing).
-    """
-    keys = src * n + dst
-    target = keys.shape[0] + max(int(extra), 0)
-    for _ in range(4 * _TOPUP_ROUNDS):
-        deficit = target - keys.shape[0]
-        if deficit <= 0.01 * target:
-            break
-        indptr, indices = csr_from_sorted_pairs(keys // n, keys % n, n)
-        deg = np.diff(indptr)
-        cand = np.flatnonzero(deg >= 2)
-        if cand.size == 0:
-            break
-        k = int(min(deficit, max(keys.shape[0] // 2, 1000)) * 1.3) + 16
-        v = cand[rng.integers(0, cand.shape[0], size=k)]
-        i = rng.integers(0, deg[v])
-        j = rng.integers(0, deg[v] - 1)
-        j += j >= i
-        a, b = indices[indptr[v] + i], indices[indptr[v] + j]
-        keep = ((blocks[a] == blocks[b]) | (rng.random(k) < cross_accept)) & (a != b)
-        a, b = a[keep], b[keep]
-        new = unique_sorted(np.minimum(a, b) * n + np.maximum(a, b))
-        before = keys.shape[0]
-        new = new[~np.isin(new, keys, assume_unique=True)][:deficit]
-        if new.size == 0:
-            break
-        keys = _merge_keys(keys, rng.permutation(new)[:deficit] if new.size > deficit else new)
-        if keys.shape[0] == before:
-            break
-    return keys // n, keys % n
-
-
-def _multilabel_blocks(spec: TwinSpec, n: int, rng: np.random.Generator):
+def _multilabel_labels(spec: TwinSpec, blocks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """0/1 label matrix: each latent block's typical labels with p_hi, the others with p_lo."""
     nb = spec.num_blocks or spec.num_classes
-    blocks = rng.integers(0, nb, size=n, dtype=np.int64)
     probs = np.full((nb, spec.num_classes), spec.p_lo, dtype=np.float64)
     for b in range(nb):  # loop over blocks (tens), not vertices
         probs[b, rng.choice(spec.num_classes, size=spec.labels_per_block, replace=False)] = spec.p_hi
-    y = (rng.random((n, spec.num_classes)) < probs[blocks]).astype(np.float32)
-    return blocks, y
+    return (rng.random((blocks.shape[0], spec.num_classes)) < probs[blocks]).astype(np.float32)
 
 
 def _unit_rows(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:

@@ -60,8 +60,12 @@ def round_robin_parts(n: int, p: int, seed: int, tag: int = _TAG_RANDOM) -> np.n
 
 
 def metis_node_parts(indptr: np.ndarray, indices: np.ndarray, p: int, *, seed: int,
-                     objective: str = "cut", ufactor: int | None = None) -> np.ndarray:
-    """METIS k-way node partition of a symmetric, self-loop-free CSR graph (int64 [n])."""
+                     objective: str = "cut", ufactor: int | None = None,
+                     vweights: np.ndarray | None = None) -> np.ndarray:
+    """METIS k-way node partition of a symmetric, self-loop-free CSR graph (int64 [n]).
+
+    ``vweights``: METIS vertex weights, ``n * ncon`` integers (vertex-major) for ncon
+    balance constraints (default: every vertex weighs 1)."""
     if objective not in OBJECTIVES:
         raise CdfgnnError(f"partitioner 'metis': objective must be one of {list(OBJECTIVES)}, "
                           f"got {objective!r}")
@@ -79,7 +83,7 @@ def metis_node_parts(indptr: np.ndarray, indices: np.ndarray, p: int, *, seed: i
     if ufactor is not None:
         opts.ufactor = int(ufactor)
     result = pymetis.part_graph(p, pymetis.CSRAdjacency(indptr, indices), recursive=False,
-                                options=opts)
+                                options=opts, vweights=vweights)
     parts = np.asarray(result.vertex_part, dtype=np.int64)
     _fill_empty_parts(parts, p)
     return parts

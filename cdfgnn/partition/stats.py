@@ -258,6 +258,39 @@ def partition_stats(graph: Graph, partitioning: Partitioning) -> dict[str, Any]:
     return stats
 
 
+def halo_counts(indptr: np.ndarray, indices: np.ndarray, parts: np.ndarray, p: int,
+                labelled: np.ndarray | None = None) -> dict[str, Any]:
+    """Edge-cut halo statistics of ``parts`` (vertex -> part) on a symmetric CSR.
+
+    Per part r: ``owned`` rows, ``labelled`` rows (where a mask is given), ``inner_arcs``
+    / ``halo_arcs`` (arcs into r's rows whose other end r owns / another part owns) and
+    ``halo_rows[r][q]``, the distinct vertices owned by q that r needs (a neighbour of
+    one of r's vertices). ``halo_copies_per_vertex`` = sum of halo_rows / N (the halo of
+    the module docstring's edge-cut replica sets: RF - 1); ``edge_cut_share`` = cut arcs
+    / arcs (= cut edges / edges); ``cut_arcs``, ``arcs``.
+    """
+    n = indptr.shape[0] - 1
+    parts = np.asarray(parts, dtype=np.int64)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    need, owner = parts[rows], parts[indices]
+    cross = need != owner
+    # distinct (halo vertex, needing part) pairs
+    vertex, need_part = _unique_pairs(indices[cross], need[cross], n, p)
+    halo = np.zeros((p, p), dtype=np.int64)
+    np.add.at(halo, (need_part, parts[vertex]), 1)
+    arcs = int(indices.shape[0])
+    cut = int(np.count_nonzero(cross))
+    out = {"owned": np.bincount(parts, minlength=p).tolist(),
+           "inner_arcs": np.bincount(need[~cross], minlength=p).tolist(),
+           "halo_arcs": np.bincount(need[cross], minlength=p).tolist(),
+           "halo_rows": halo.tolist(),
+           "halo_copies_per_vertex": float(halo.sum()) / max(n, 1),
+           "edge_cut_share": cut / arcs if arcs else 0.0, "cut_arcs": cut, "arcs": arcs}
+    if labelled is not None:
+        out["labelled"] = np.bincount(parts[labelled], minlength=p).tolist()
+    return out
+
+
 def halo_by_hops(graph: Graph, partitioning: Partitioning, hops: int = 2) -> list[list[int]]:
     """Edge-cut: per hop count k = 1..``hops``, per part, the vertices within k hops of
     the part's inner vertices that it does not own (its k-hop halo; CaPGNN Fig. 4).

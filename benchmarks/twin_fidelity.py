@@ -1,0 +1,170 @@
+"""How well the twins partition like the real graphs: every published target, measured.
+
+Generates every twin that stands for a graph of ``benchmarks/data/real_partition_stats.csv``
+at 100,000 vertices (``--nodes``; the medium scale), partitions it at every P of the
+targets and prints one row per point: graph, twin, statistic (with the partitioner that
+measures it), P, twin value, real value, ratio (twin / real), and whether P was used in
+the twin's locality fit (``benchmarks/fit_twins.py``: P = 2, 4, 8 of the twin's own graph;
+``in-fit`` marks the points of the fit's objective). How each statistic is measured on
+the twin (:mod:`cdfgnn.twins.targets`):
+
+* METIS halo copies per vertex: vertex-balanced METIS (DGL's default), seed 0;
+* edge-cut share: METIS with training-vertex and edge balance (EmbedPart's DGL call);
+* halo volume (MB per epoch, Sylvie Table 3): METIS with the volume objective on the
+  graph the run partitions (inductive runs: the training subgraph), the halo copies per
+  vertex scaled to the real graph's size and the run's layer widths;
+* vertex-cut replication factor (CDFGNN Table 3): the project's EBV (gamma 0 and 0.1),
+  HEP and DNE on 2 hosts x P/2 devices.
+
+Statistics are cached as JSON under ``--cache`` (default ``results/twins/fidelity``),
+keyed by the generator version, the twin's specification, the vertex count and the
+statistic, so a rerun only measures what changed. The last two lines are
+
+    fitted: N points, median ratio R, within 25%: S%
+    predicted: N points, median ratio R, within 25%: S%
+
+("predicted": P values the twin's fit never saw), before them the worst ratio of each
+twin and the CPU time. Usage: python benchmarks/twin_fidelity.py [--targets CSV]
+[--nodes N] [--twins NAME ...] [--cache DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import resource
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cdfgnn.data.graph import Graph, csr_from_sorted_pairs  # noqa: E402
+from cdfgnn.data.synthetic import FIT_COMMAND, GENERATOR, TWINS, twin_edges, twin_split  # noqa: E402
+from cdfgnn.fileio import atomic_write_json  # noqa: E402
+from cdfgnn.partition.api import partition_graph  # noqa: E402
+from cdfgnn.partition.base import Topology  # noqa: E402
+from cdfgnn.partition.stats import partition_stats  # noqa: E402
+from cdfgnn.twins.measure import metis_values  # noqa: E402
+from cdfgnn.twins.targets import VERTEX_CUT, read_targets, volume_factor  # noqa: E402
+
+DEFAULT_TARGETS = ROOT / "benchmarks" / "data" / "real_partition_stats.csv"
+DEFAULT_CACHE = ROOT / "results" / "twins" / "fidelity"
+#: P values each twin's own locality fit uses (benchmarks/fit_twins.py); a twin whose
+#: parameters are not (yet) fitted to its own graph's targets (``TwinSpec.fitted`` does not
+#: name FIT_COMMAND) saw none: all its points are predictions (:func:`fit_parts`)
+FIT_PARTS = {"synth-reddit-dgl": (2, 4, 8), "synth-products": (2, 4, 8),
+             "synth-arxiv": (2, 4, 8), "synth-papers100m": (2, 4, 8),
+             "synth-yelp": (8,), "synth-amazon": (8,)}
+#: statistics each fit's objective held (metric, P)
+IN_FIT = {"synth-reddit-dgl": {"halo_copies_per_vertex"},
+          "synth-products": {"halo_copies_per_vertex"},
+          "synth-arxiv": {"halo_copies_per_vertex"},
+          "synth-papers100m": {"edge_cut_share"},
+          "synth-yelp": {"halo_volume_mb"}, "synth-amazon": {"halo_volume_mb"}}
+BAND = 0.25
+
+
+def fit_parts(name: str) -> tuple[int, ...]:
+    """The P values ``name``'s recorded parameters were fitted on (none if unfitted)."""
+    return FIT_PARTS.get(name, ()) if TWINS[name].fitted.startswith(FIT_COMMAND) else ()
+
+
+class Twin:
+    """One twin at n vertices: its graph is generated on first use; values are cached."""
+
+    def __init__(self, name: str, n: int, cache_dir: Path):
+        self.name, self.n = name, n
+        spec = TWINS[name]
+        blob = json.dumps({"generator": GENERATOR, "spec": asdict(spec), "n": n},
+                          sort_keys=True, default=str)
+        key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        self.path = cache_dir / f"{name}-n{n}-{key}.json"
+        self.values: dict = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        self._graph: Graph | None = None
+
+    def graph(self) -> Graph:
+        if self._graph is None:
+            spec = TWINS[self.name]
+            src, dst, _ = twin_edges(spec, self.n, 0)
+            indptr, indices = csr_from_sorted_pairs(src, dst, self.n)
+            del src, dst
+            train, val, test = twin_split(spec, self.n, 0)
+            # partitioners read only the topology (and the split, for the balance)
+            self._graph = Graph(indptr, indices, np.zeros((self.n, 1), np.float32),
+                                np.zeros(self.n, np.int64), train, val, test, self.name, {})
+        return self._graph
+
+    def value(self, target) -> float:
+        key = f"{target.metric}|{target.partitioner}|{target.parts}"
+        if key not in self.values:
+            self.values[key] = self._measure(target)
+            atomic_write_json(self.path, self.values)
+        return self.values[key]
+
+    def _measure(self, target) -> float:
+        g = self.graph()
+        if target.metric == "replication_factor":
+            method, params = VERTEX_CUT[target.partitioner]
+            topo = Topology(2, target.parts // 2)
+            return float(partition_stats(g, partition_graph(g, method, topo, seed=0,
+                                                            **params))["rf"])
+        pt = target.point()
+        v = float(metis_values(g.indptr, g.indices, [pt], train=g.train)[0])
+        return v / volume_factor(target.graph) if target.metric == "halo_volume_mb" else v
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--targets", default=str(DEFAULT_TARGETS))
+    ap.add_argument("--nodes", type=int, default=100_000)
+    ap.add_argument("--twins", nargs="+", help="only these twins (default: every one)")
+    ap.add_argument("--cache", default=str(DEFAULT_CACHE))
+    args = ap.parse_args()
+    targets = [t for t in read_targets(args.targets)
+               if t.twin and 2 <= t.parts <= 64 and (not args.twins or t.twin in args.twins)]
+    skipped = sorted({t.graph for t in read_targets(args.targets) if not t.twin})
+    t0 = time.process_time()
+    rows = []
+    print(f"{'graph':18} {'twin':17} {'statistic':34} {'P':>3} {'twin':>10} {'real':>10} "
+          f"{'ratio':>6} {'fit-P':>5} {'in-fit':>6}", flush=True)
+    by_twin: dict[str, list] = {}
+    for t in targets:
+        by_twin.setdefault(t.twin, []).append(t)
+    for name, ts in by_twin.items():
+        twin = Twin(name, args.nodes, Path(args.cache))
+        for t in sorted(ts, key=lambda t: (t.metric, t.partitioner, t.parts)):
+            got = twin.value(t)
+            fit_p = t.parts in fit_parts(name)
+            in_fit = fit_p and t.metric in IN_FIT.get(name, set())
+            ratio = got / t.value
+            rows.append((name, ratio, fit_p))
+            pt = t.point()
+            stat = f"{t.metric} ({pt.partitioner if pt else t.partitioner})"
+            print(f"{t.graph:18} {name:17} {stat:34} {t.parts:>3} {got:>10.4g} {t.value:>10.4g} "
+                  f"{ratio:>6.3f} {'yes' if fit_p else 'no':>5} {'yes' if in_fit else 'no':>6}",
+                  flush=True)
+    if skipped:
+        print(f"graphs without a twin (not measured): {', '.join(skipped)}")
+    for name in by_twin:
+        r = [x for n, x, _ in rows if n == name]
+        worst = max(r, key=lambda x: abs(np.log(x)))
+        print(f"worst ratio {name}: {worst:.3f} ({len(r)} points)")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"{time.process_time() - t0:.0f} s CPU (cached values are not re-measured), peak "
+          f"memory {rss:.2f} GB, twins at {args.nodes} vertices")
+    for label, fit in (("fitted", True), ("predicted", False)):
+        r = np.array([x for _, x, f in rows if f == fit])
+        if r.size == 0:
+            print(f"{label}: 0 points, median ratio nan, within 25%: nan%")
+            continue
+        within = 100.0 * np.mean(np.abs(r - 1.0) <= BAND)
+        print(f"{label}: {r.size} points, median ratio {np.median(r):.3f}, within 25%: {within:.0f}%")
+
+
+if __name__ == "__main__":
+    main()
