@@ -41,13 +41,14 @@ with ``held-out: N rows, median ratio R, within 2x: S%``. Its schema is read fro
 header (a distributed, single-GPU or kernel file). A row that cannot be priced is
 skipped with one line naming the field and value; a malformed file stops with one line.
 
-**Partition statistics** (:func:`halo_source`, one function to swap): the METIS partition
-of the dataset's synthetic twin at ``--scale`` vertices and the peers' average degree
-(train-induced subgraph in the inductive regime), every count scaled by ``real vertices /
-scale`` (cached under ``--cache``); where ``real_partition_stats.csv`` gives METIS halo
-copies per vertex for the graph, P and the transductive regime, the halo rows take that
-total (the twin gives their pattern between parts; a graph without a twin gets balanced
-parts, the total spread evenly).
+**Partition statistics** (:func:`halo_source`): the METIS partition of the dataset's
+synthetic twin at ``--scale`` vertices (``cdfgnn.twins.halo.twin_halo``: the twins are
+fitted to partition like the real graphs, docs/twins.md; the train-induced subgraph in the
+inductive regime), every count scaled by ``real vertices / scale`` (cached under
+``--cache``); where ``real_partition_stats.csv`` gives METIS halo copies per vertex for
+the graph, P and the transductive regime, the halo rows take that published total (the
+twin gives their pattern between parts; a graph without a twin gets balanced parts, the
+total spread evenly). No other factor touches a halo.
 
 Usage:
     python benchmarks/time_model.py [--data-dir DIR] [--published FILE ...] [--frozen]
@@ -63,7 +64,6 @@ import json
 import math
 import os
 import re
-import resource
 import sys
 import time
 import zlib
@@ -258,9 +258,9 @@ class Dataset:
 _CAPGNN_TABLE = "songxf1024/CaPGNN README dataset table (|V|, |E|, f_dim, classes)"
 _DGL_CITATION = "dmlc/dgl python/dgl/data/citation_graph.py docstring statistics"
 DATASETS: dict[str, Dataset] = {
-    # DGL's RedditDataset (the peers' loader), 114.6M arcs: ~492 per vertex, not the
-    # GraphSAINT copy's 99.65 that synth-reddit mirrors
-    "reddit": Dataset("synth-reddit", 232_965, 114_615_892, 602, 41, _CAPGNN_TABLE,
+    # DGL's RedditDataset (the peers' loader), 114.6M arcs: ~492 per vertex (its twin is
+    # synth-reddit-dgl; synth-reddit mirrors GraphSAINT's copy, 99.65 per vertex)
+    "reddit": Dataset("synth-reddit-dgl", 232_965, 114_615_892, 602, 41, _CAPGNN_TABLE,
                       graph="reddit-dgl"),
     # OGB: 61,859,140 undirected edges, stored in both directions by DGL/OGB loaders
     "ogbn-products": Dataset("synth-products", 2_449_029, 2 * 61_859_140, 100, 47,
@@ -425,77 +425,27 @@ def read_rows(path: Path, schema: str, log: Callable[[str], None]) -> list[Row]:
 
 
 # ----------------------------------------------------------------- partition statistics
-def count_key(dataset: str, inductive: bool, parts: int, scale: int) -> str:
-    return f"{dataset}-{'ind' if inductive else 'full'}-p{parts}-n{scale}-s{SEED}"
-
-
-def scaled_twin(name: str, scale: int, inductive: bool):
-    """The dataset's twin at ``scale`` vertices with the peers' average degree
-    (train-induced subgraph when ``inductive``)."""
-    from cdfgnn.data.synthetic import TWINS, generate_from_spec
-    ds = DATASETS[name]
-    spec = dataclasses.replace(TWINS[ds.twin], avg_degree=ds.arcs / ds.nodes)
-    g = generate_from_spec(spec, scale, SEED)
-    if not inductive:
-        return g.indptr, g.indices, g.train.copy()
-    return induced(g.indptr, g.indices, g.train)
-
-
-def induced(indptr: np.ndarray, indices: np.ndarray, keep: np.ndarray):
-    """CSR of the subgraph induced by the vertices where ``keep`` (all of them labelled)."""
-    new_id = np.full(keep.shape[0], -1, dtype=np.int64)
-    new_id[keep] = np.arange(int(keep.sum()))
-    rows = np.repeat(np.arange(keep.shape[0]), np.diff(indptr))
-    ok = keep[rows] & keep[indices]
-    src, dst = new_id[rows[ok]], new_id[indices[ok]]
-    n = int(keep.sum())
-    new_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=new_ptr[1:])
-    return new_ptr, dst, np.ones(n, dtype=bool)
-
-
-def partition_counts(indptr: np.ndarray, indices: np.ndarray, labelled: np.ndarray,
-                     parts: np.ndarray, p: int) -> dict:
-    """Per part: owned and labelled rows, arcs from owned / remote sources, and the
-    distinct halo rows it needs from each other part (``halo_rows[r][q]``)."""
-    n = indptr.shape[0] - 1
-    dst = np.repeat(np.arange(n), np.diff(indptr))
-    own, src_part = parts[dst], parts[indices]
-    remote = own != src_part
-    pair = np.unique(indices[remote] * p + own[remote])   # (halo vertex, needing part)
-    halo = np.zeros((p, p), dtype=np.int64)
-    np.add.at(halo, (pair % p, parts[pair // p]), 1)
-    return {"owned": np.bincount(parts, minlength=p).tolist(),
-            "labelled": np.bincount(parts[labelled], minlength=p).tolist(),
-            "inner_arcs": np.bincount(own[~remote], minlength=p).tolist(),
-            "halo_arcs": np.bincount(own[remote], minlength=p).tolist(),
-            "halo_rows": halo.tolist()}
+#: twins generated in this process, reused for every P of a dataset and regime
+_TWIN_GRAPHS: dict = {}
 
 
 def twin_counts(dataset: str, inductive: bool, parts: int, scale: int, cache: Path,
-                log: Callable[[str], None] = print) -> dict:
-    """Partition statistics of the dataset's scaled twin at P = ``parts`` (cached)."""
-    path = cache / f"{count_key(dataset, inductive, parts, scale)}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    from cdfgnn.fileio import atomic_write_bytes
-    from cdfgnn.partition.edgecut import metis_node_parts
-    t0 = time.perf_counter()
-    indptr, indices, labelled = scaled_twin(dataset, scale, inductive)
-    gen_s = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    assign = metis_node_parts(indptr, indices, parts, seed=SEED)
-    stats = partition_counts(indptr, indices, labelled, assign, parts)
-    stats.update(dataset=dataset, inductive=inductive, parts=parts, scale=scale,
-                 sub_nodes=int(indptr.shape[0] - 1), sub_arcs=int(indices.shape[0]),
-                 generate_s=round(gen_s, 2), partition_s=round(time.perf_counter() - t1, 2),
-                 maxrss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2))
-    cache.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, (json.dumps(stats, sort_keys=True) + "\n").encode())
-    log(f"built {path.stem}: {stats['sub_nodes']} vertices, {stats['sub_arcs']} arcs, "
-        f"generate {stats['generate_s']} s, METIS {stats['partition_s']} s, max RSS "
-        f"{stats['maxrss_gb']} GB")
-    return stats
+                log: Callable[[str], None] = print):
+    """METIS counts of the dataset's twin at ``scale`` vertices and P = ``parts``
+    (``cdfgnn.twins.halo.twin_halo``, cached under ``cache``; the training subgraph when
+    ``inductive``). The twin is the one whose average degree is the peers' copy's (DGL's
+    Reddit: ``synth-reddit-dgl``), as fitted: its degree is not changed here, since the
+    locality parameters were fitted at that degree."""
+    from cdfgnn.twins.halo import twin_halo
+    regime = "inductive" if inductive else "transductive"
+    t0 = time.process_time()
+    th = twin_halo(DATASETS[dataset].twin, parts, regime, nodes=scale, seed=SEED,
+                   cache_dir=cache, graphs=_TWIN_GRAPHS)
+    took = time.process_time() - t0
+    if took > 1.0:
+        log(f"built {th.dataset} {regime} P={parts}: {th.part_nodes} vertices, {th.arcs} "
+            f"arcs, {took:.0f} s CPU")
+    return th
 
 
 def published_halo_copies(dataset: str, parts: int, data_dir: Path) -> float | None:
@@ -523,8 +473,9 @@ def halo_source(dataset: str, regime: str, parts: int, scale: int, cache: Path,
                 data_dir: Path, log: Callable[[str], None] = print) -> dict:
     """Partition statistics at full size for a dataset, regime and P: owned, labelled,
     inner and halo arcs per part and ``halo_rows[r][q]`` (distinct rows r needs from q).
-    The one place halos come from (module docstring): a twin's METIS partition, its halo
-    total replaced by a published one where ``real_partition_stats.csv`` has it; without
+    The one place halos come from (module docstring): a twin's METIS partition (the twins
+    partition like the real graphs, docs/twins.md), its halo total replaced by a
+    published one where ``real_partition_stats.csv`` has it for the graph and P; without
     a twin, the published total spread evenly over balanced parts."""
     inductive = regime == "inductive"
     ds = DATASETS[dataset]
@@ -534,14 +485,14 @@ def halo_source(dataset: str, regime: str, parts: int, scale: int, cache: Path,
             raise Skip("dataset", dataset, f"no twin, and no published {regime} halo "
                        f"statistics at P = {parts}")
         return even_counts(ds, parts, copies)
-    stats = twin_counts(dataset, inductive, parts, scale, cache, log)
-    k = ds.nodes / stats["scale"]
-    out = {key: (np.asarray(stats[key], dtype=np.float64) * k)
+    th = twin_counts(dataset, inductive, parts, scale, cache, log)
+    k = ds.nodes / th.nodes           # twin vertices -> the peers' copy's vertices
+    out = {key: np.asarray(getattr(th, key), dtype=np.float64) * k
            for key in ("owned", "labelled", "inner_arcs", "halo_arcs", "halo_rows")}
     if copies is not None and out["halo_rows"].sum() > 0:
         out["halo_rows"] *= copies * ds.nodes / out["halo_rows"].sum()
     out["source"] = (f"published halo copies {copies}, twin pattern" if copies is not None
-                     else f"twin {ds.twin} at {stats['scale']} vertices")
+                     else f"twin {ds.twin} at {th.nodes} vertices")
     return out
 
 

@@ -216,15 +216,6 @@ def dataclass_replace(obj, **kw):
     return dataclasses.replace(obj, **kw)
 
 
-def test_partition_counts_on_a_path():
-    # path 0-1-2-3, parts [0, 0, 1, 1]: each part needs one halo row from the other
-    indptr = np.array([0, 1, 3, 5, 6])
-    indices = np.array([1, 0, 2, 1, 3, 2])
-    stats = tm.partition_counts(indptr, indices, np.ones(4, bool), np.array([0, 0, 1, 1]), 2)
-    assert stats["halo_rows"] == [[0, 1], [1, 0]]
-    assert stats["inner_arcs"] == [2, 2] and stats["halo_arcs"] == [1, 1]
-
-
 def test_fit_moves_only_what_rows_depend_on_within_bounds():
     from cdfgnn.pricing.efficiency import FIT_BOUNDS, load_efficiency
     preps = [_prep(), _prep(model="graphsage", source="test/x row 9")]
@@ -248,7 +239,8 @@ def test_pipeline_prints_every_part_for_both_halves(tmp_path, capsys):
     for line, label in zip(tail, expect):
         assert re.fullmatch(rf"{label}: (\d+ rows, median ratio \d+\.\d{{3}}, within 2x: "
                             rf"\d+%|0 rows, median ratio -, within 2x: -)", line), line
-    assert sorted(p.name.split("-n")[0] for p in cache.glob("*.json")) == ["reddit-ind-p2"]
+    built = [p.name.rsplit("-", 1)[0] for p in cache.glob("*.json")]
+    assert built == ["synth-reddit-dgl-inductive-p2"]
 
 
 def test_compute_is_priced_as_the_source_defines_it():

@@ -149,3 +149,19 @@ def test_twin_halo_counts_cache_and_regimes(tmp_path, monkeypatch):
         halo_api.twin_halo("reddit", 4)
     with pytest.raises(CdfgnnError, match="regime"):
         halo_api.twin_halo("synth-arxiv", 4, "full")
+
+
+def test_twin_halo_reuses_a_kept_graph_for_another_p(tmp_path, monkeypatch):
+    """With ``graphs``, the twin is generated once for several P, and the counts equal
+    those of a fresh generation."""
+    graphs: dict = {}
+    two = halo_api.twin_halo("synth-arxiv", 2, nodes=3000, cache_dir=None, graphs=graphs)
+    assert len(graphs) == 1
+
+    def boom(*a, **k):
+        raise AssertionError("the twin was generated again")
+    monkeypatch.setattr(halo_api, "twin_edges", boom)
+    three = halo_api.twin_halo("synth-arxiv", 3, nodes=3000, cache_dir=None, graphs=graphs)
+    monkeypatch.undo()
+    assert three == halo_api.twin_halo("synth-arxiv", 3, nodes=3000, cache_dir=None)
+    assert two.arcs == three.arcs and len(three.owned) == 3

@@ -71,9 +71,12 @@ class TwinHalo:
 
 def twin_halo(dataset: str, parts: int, regime: str = "transductive", *,
               nodes: int = DEFAULT_NODES, seed: int = 0, objective: str = "cut",
-              cache_dir: str | Path | None = DEFAULT_CACHE) -> TwinHalo:
+              cache_dir: str | Path | None = DEFAULT_CACHE,
+              graphs: dict | None = None) -> TwinHalo:
     """METIS (``metis_node_parts``, seed 0) counts of ``dataset``'s twin (a key of
-    ``TWINS``, e.g. ``synth-reddit-dgl`` for DGL's Reddit) at ``parts`` parts; cached."""
+    ``TWINS``, e.g. ``synth-reddit-dgl`` for DGL's Reddit) at ``parts`` parts; cached.
+    ``graphs``: a dict the caller keeps to reuse a generated twin (and its training
+    subgraph) for several P, where many counts are built in one process."""
     if dataset not in TWINS:
         raise CdfgnnError(f"unknown twin {dataset!r}; valid: {', '.join(sorted(TWINS))}")
     if regime not in REGIMES:
@@ -85,14 +88,13 @@ def twin_halo(dataset: str, parts: int, regime: str = "transductive", *,
     path = Path(cache_dir) / f"{dataset}-{regime}-p{int(parts)}-{key}.json" if cache_dir else None
     if path is not None and path.is_file():
         return TwinHalo(**json.loads(path.read_text()))
-    src, dst, _ = twin_edges(spec, nodes, seed)
-    indptr, indices = csr_from_sorted_pairs(src, dst, nodes)
-    del src, dst
-    train = twin_split(spec, nodes, seed)[0]
-    labelled = train
-    if regime == "inductive":
-        indptr, indices = induced(indptr, indices, train)
-        labelled = np.ones(indptr.shape[0] - 1, dtype=bool)
+    graph_key = (dataset, nodes, seed, regime)
+    if graphs is not None and graph_key in graphs:
+        indptr, indices, labelled = graphs[graph_key]
+    else:
+        indptr, indices, labelled = _partitioned_graph(spec, nodes, seed, regime)
+        if graphs is not None:
+            graphs[graph_key] = (indptr, indices, labelled)
     node_parts = metis_node_parts(indptr, indices, int(parts), seed=0, objective=objective)
     c = halo_counts(indptr, indices, node_parts, int(parts), labelled=labelled)
     counts = {k: c[k] for k in ("owned", "labelled", "inner_arcs", "halo_arcs", "halo_rows")}
@@ -103,6 +105,19 @@ def twin_halo(dataset: str, parts: int, regime: str = "transductive", *,
     if path is not None:
         atomic_write_json(path, asdict(out))
     return out
+
+
+def _partitioned_graph(spec, nodes: int, seed: int, regime: str):
+    """CSR of the graph a regime partitions (the twin, or its training subgraph) and
+    which of its vertices are labelled."""
+    src, dst, _ = twin_edges(spec, nodes, seed)
+    indptr, indices = csr_from_sorted_pairs(src, dst, nodes)
+    del src, dst
+    train = twin_split(spec, nodes, seed)[0]
+    if regime == "inductive":
+        indptr, indices = induced(indptr, indices, train)
+        return indptr, indices, np.ones(indptr.shape[0] - 1, dtype=bool)
+    return indptr, indices, train
 
 
 def _key(spec, nodes: int, seed: int, regime: str, parts: int, objective: str) -> str:
