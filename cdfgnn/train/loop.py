@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from cdfgnn.comm.timers import clocks_for
 from cdfgnn.cost import ledger as oplog
+from cdfgnn.cost.reuse import counted_once
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.gnn import GNN, Precomputed
 from cdfgnn.models.propagate import Propagator
@@ -284,7 +285,7 @@ def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str
 class ReduceAndStep:
     """A training step's end: the gradient all-reduce (more than one rank) and the
     optimizer step. Their kernels depend on the parameters' shapes alone, so each is
-    counted once per :func:`grad_shapes` and its counts reused (``oplog.counted_once``):
+    counted once per :func:`grad_shapes` and its counts reused (``reuse.counted_once``):
     the same ledgers as counting every step, at a fraction of the counting's cost."""
 
     def __init__(self, comm, params: list[torch.Tensor], opt: Adam):
@@ -296,15 +297,15 @@ class ReduceAndStep:
         shapes = grad_shapes(self.params)
         if self.comm is not None and self.comm.world_size > 1:
             with oplog.phase("reduce"):
-                oplog.counted_once(self._reduce_memo, shapes,
-                                   lambda: all_reduce_grads(self.comm, self.params))
+                counted_once(self._reduce_memo, shapes,
+                             lambda: all_reduce_grads(self.comm, self.params))
         with oplog.phase("optimizer"):
-            oplog.counted_once(self._step_memo, shapes, self.opt.step)
+            counted_once(self._step_memo, shapes, self.opt.step)
 
 
 def grad_shapes(params: list[torch.Tensor]) -> tuple:
     """What an optimizer step's and a gradient all-reduce's kernels depend on: every
-    parameter's shape, dtype and whether it has a gradient (``oplog.counted_once``'s key)."""
+    parameter's shape, dtype and whether it has a gradient (``reuse.counted_once``'s key)."""
     return tuple((tuple(q.shape), q.dtype, q.grad is not None) for q in params)
 
 
