@@ -31,7 +31,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ledger_reference.json"
 
 #: small graphs: (vertices, seed) of conftest's ``_make_graph``
 GRAPHS = {"g240": dict(n=240, seed=0), "g600": dict(n=600, seed=5, isolated=0)}
-_BASE = dict(graph="g240", epochs=3, warmup=0, hidden=8, workers=2, hosts=1,
+_BASE = dict(graph="g240", epochs=4, warmup=0, hidden=8, workers=2, hosts=1,
              partitioner="metis", seed=0, timeout_s=120)
 _SAMPLED = dict(graph="g600", model="sage", workers=2, hosts=2, fanouts=[4, 4],
                 batch_size=32, hidden=16, network="rapidgnn-chameleon", devices="p100")

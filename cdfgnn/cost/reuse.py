@@ -8,9 +8,9 @@ integer:
 
 * :func:`counted_once` ``(memo, key, fn)``: ``fn``'s kernels, and their shapes, are a
   function of ``key`` (an optimizer step: the parameters' shapes; a part's training pass
-  under a method that declares a count key). The first call counts them op by op and
-  keeps them by phase; later calls run ``fn`` hidden from the counting mode and add the
-  kept counts.
+  under a method that declares a count key). The first call (after ``skip`` calls)
+  counts them op by op and keeps them by phase; later calls run ``fn`` hidden from the
+  counting mode and add the kept counts.
 * :func:`counted_affine` ``(memo, key, theta, fn)``: ``fn``'s kernels are a function of
   ``key`` and every count is an affine function of the integer vector ``theta`` (a
   sampled step: the kernels follow the model and the flags in ``key``; their shapes are
@@ -118,14 +118,20 @@ def _replay(rows: Sequence, adds, end: str | None, fn: Callable[[], T]) -> T:
     return out
 
 
-def counted_once(memo: dict, key: Hashable, fn: Callable[[], T]) -> T:
+def counted_once(memo: dict, key: Hashable, fn: Callable[[], T], skip: int = 0) -> T:
     """Run ``fn()``, counting its kernels once per ``key`` (module docstring); returns
-    what ``fn`` returns."""
+    what ``fn`` returns. ``skip``: calls of a key counted op by op before the next one's
+    counts are kept (work that builds caches on its first call: a part's first training
+    pass makes its propagator's coefficients)."""
     if not _shortcut():
         return fn()
     kept = memo.get(key)
-    if kept is not None:
+    if isinstance(kept, _Kept):
         return _replay(kept.rows, kept.adds, kept.end, fn)
+    seen = kept or 0
+    if seen < skip:
+        memo[key] = seen + 1
+        return fn()
     out, memo[key] = _count(fn)
     return out
 

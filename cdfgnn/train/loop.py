@@ -199,6 +199,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     lead_rank = comm is None or comm.rank == 0
     oplog.attach_layer_phases(model.layers)
     reduce_and_step = ReduceAndStep(comm, params, opt)
+    part_memo: dict = {}          # counting shortcut of the parts' passes (_train_part)
     bar = progress(total=epochs, desc="epochs", unit="epoch") if lead_rank else None
     for epoch in range(epochs):
         if comm is not None:
@@ -218,7 +219,8 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
                 part_counts.append(oplog.Ledger())
                 with oplog.into(part_counts[-1]):   # merged into the epoch's below
                     oplog.set_phase("fwd/head")
-                    loss = loss + _train_part(model, part, epoch).detach().double()
+                    loss = loss + _train_part(model, part, epoch, params,
+                                              part_memo).detach().double()
                 part_spans[-1].stop()
             reduce_and_step()
         wall_span.stop(), cpu_span.stop()
@@ -253,8 +255,12 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     return res
 
 
-def _train_part(model: GNN, part: TrainPart, epoch: int) -> torch.Tensor:
-    """Forward and backward of one part; returns its (normalised) loss."""
+def _train_part(model: GNN, part: TrainPart, epoch: int, params: list[torch.Tensor],
+                memo: dict | None = None) -> torch.Tensor:
+    """Forward and backward of one part; returns its (normalised) loss. Its kernels are
+    counted once per :func:`pass_key` and reused (``reuse.counted_once``) where the
+    method declares a count key; its first pass per key is counted op by op and not kept
+    (it builds the propagator's coefficients)."""
     prop, data, strategy = part.prop, part.data, part.strategy
     if strategy is not None:
         strategy.on_epoch_start(epoch)
@@ -262,10 +268,29 @@ def _train_part(model: GNN, part: TrainPart, epoch: int) -> torch.Tensor:
     else:
         view = prop.base_view.but(training=True)
     prop.use_view(view)
-    out = model(data.x, prop, pre=part.pre)
-    loss = loss_sum(out, data, view.loss_weight) / max(data.num_train_global, 1)
-    backward(loss)
-    return loss
+
+    def forward_backward() -> torch.Tensor:
+        out = model(data.x, prop, pre=part.pre)
+        loss = loss_sum(out, data, view.loss_weight) / max(data.num_train_global, 1)
+        backward(loss)
+        return loss
+    key = pass_key(model, part, view, epoch, params) if memo is not None else None
+    if key is None:
+        return forward_backward()
+    return counted_once(memo, key, forward_backward, skip=1)
+
+
+def pass_key(model: GNN, part: TrainPart, view, epoch: int,
+             params: list[torch.Tensor]) -> tuple | None:
+    """What a part's training pass issues, as a key: the part, its view (the local
+    graph), the model's mode, which parameters hold a gradient (the first pass creates
+    them), and the method's :meth:`~cdfgnn.methods.base.SyncStrategy.count_key` (None,
+    the default: the method does not declare one, and every pass is counted op by op)."""
+    method = part.strategy.count_key(epoch) if part.strategy is not None else ()
+    if method is None:
+        return None
+    return (id(part), view.key, view.training, model.training,
+            tuple(p.grad is not None for p in params), method)
 
 
 def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str, Any]:
