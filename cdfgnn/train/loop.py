@@ -211,16 +211,15 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         # what a GPU would execute (counted, not timed; the counting's own CPU cost is in
         # the measured times: count_ops=False leaves it out, with the device model)
         with oplog.counting(counts, "optimizer") if count_ops else nullcontext():
-            opt.zero_grad(set_to_none=False)
-            loss = torch.zeros((), dtype=torch.float64, device=device)
+            loss = counted_once(part_memo, ("start", grad_shapes(params)),
+                                lambda: start_epoch(opt, device))
             part_spans, part_counts = [], []
             for part in parts:
                 part_spans.append(compute_clock.start())
                 part_counts.append(oplog.Ledger())
                 with oplog.into(part_counts[-1]):   # merged into the epoch's below
                     oplog.set_phase("fwd/head")
-                    loss = loss + _train_part(model, part, epoch, params,
-                                              part_memo).detach().double()
+                    loss = _train_part(model, part, epoch, params, loss, part_memo)
                 part_spans[-1].stop()
             reduce_and_step()
         wall_span.stop(), cpu_span.stop()
@@ -255,12 +254,19 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     return res
 
 
+def start_epoch(opt: Adam, device) -> torch.Tensor:
+    """Gradients to zero (kept, not dropped: several parts accumulate into them) and the
+    epoch's loss accumulator."""
+    opt.zero_grad(set_to_none=False)
+    return torch.zeros((), dtype=torch.float64, device=device)
+
+
 def _train_part(model: GNN, part: TrainPart, epoch: int, params: list[torch.Tensor],
-                memo: dict | None = None) -> torch.Tensor:
-    """Forward and backward of one part; returns its (normalised) loss. Its kernels are
-    counted once per :func:`pass_key` and reused (``reuse.counted_once``) where the
-    method declares a count key; its first pass per key is counted op by op and not kept
-    (it builds the propagator's coefficients)."""
+                total: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
+    """Forward and backward of one part; returns ``total`` plus its (normalised) loss.
+    Its kernels are counted once per :func:`pass_key` and reused (``reuse.counted_once``)
+    where the method declares a count key; its first pass per key is counted op by op
+    and not kept (it builds the propagator's coefficients)."""
     prop, data, strategy = part.prop, part.data, part.strategy
     if strategy is not None:
         strategy.on_epoch_start(epoch)
@@ -273,7 +279,7 @@ def _train_part(model: GNN, part: TrainPart, epoch: int, params: list[torch.Tens
         out = model(data.x, prop, pre=part.pre)
         loss = loss_sum(out, data, view.loss_weight) / max(data.num_train_global, 1)
         backward(loss)
-        return loss
+        return total + loss.detach().double()
     key = pass_key(model, part, view, epoch, params) if memo is not None else None
     if key is None:
         return forward_backward()
