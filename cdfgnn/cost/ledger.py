@@ -63,17 +63,42 @@ _KIND_SET = frozenset(KINDS)
 
 
 class Ledger:
-    """``{phase: {kind: [ints in FIELDS order]}}`` with exact (integer) equality."""
+    """``{phase: {kind: [ints in FIELDS order]}}`` with exact (integer) equality.
 
-    __slots__ = ("_data",)
+    Counts reused from an earlier count (``cdfgnn.cost.reuse``) are added when the ledger
+    is next read or written (:meth:`defer`), so the addition (a few dozen integers) runs
+    after the step that reused them rather than inside it."""
+
+    __slots__ = ("_store", "_pending")
 
     def __init__(self) -> None:
-        self._data: dict[str, dict[str, list[int]]] = {}
+        self._store: dict[str, dict[str, list[int]]] = {}
+        self._pending: list = []
+
+    @property
+    def _data(self) -> dict[str, dict[str, list[int]]]:
+        if self._pending:
+            self._flush()
+        return self._store
+
+    def defer(self, start: str, rows, adds) -> None:
+        """Add later: make every (phase, kind) row of ``rows`` (phase None: ``start``) and
+        add ``adds``, (row, field, value) triples, into them."""
+        self._pending.append((start, rows, adds))
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for start, rows, adds in pending:
+            made = [self._row(start if ph is None else ph, kind) for ph, kind in rows]
+            for r, f, v in adds:
+                made[r][f] += v
 
     def _row(self, phase: str, kind: str) -> list[int]:
-        kinds = self._data.get(phase)
+        if self._pending:
+            self._flush()
+        kinds = self._store.get(phase)
         if kinds is None:
-            kinds = self._data[phase] = {}
+            kinds = self._store[phase] = {}
         row = kinds.get(kind)
         if row is None:
             row = kinds[kind] = [0] * len(FIELDS)
@@ -225,6 +250,38 @@ def record(kind: str, calls: int = 0, bytes: int = 0, **fields: int) -> None:
     row = st.ledger._row(st.phase, kind)
     row[0] += int(calls)
     row[2] += int(bytes)
+
+
+class hidden:
+    """``with hidden():`` hides the torch ops inside from the counting mode without
+    pausing: explicit :func:`record` calls inside count. For code that records the
+    counts of its own kernels (``FeatureStore.take``), where every op inside is either
+    recorded or free."""
+
+    __slots__ = ("guard",)
+
+    def __enter__(self) -> None:
+        self.guard = None
+        if _STATE.ledger is not None:
+            self.guard = _HIDE()
+            self.guard.__enter__()
+
+    def __exit__(self, *exc) -> None:
+        if self.guard is not None:
+            self.guard.__exit__(None, None, None)
+
+
+def record_rows(*entries: tuple[str, int, int]) -> None:
+    """:func:`record` of several ``(kind, calls, bytes)`` entries at once."""
+    st = _STATE
+    if st.ledger is None or st.paused:
+        return
+    for kind, calls, nbytes in entries:
+        if kind not in _KIND_SET:
+            raise ValueError(f"unknown ledger kind {kind!r}; valid: {', '.join(KINDS)}")
+        row = st.ledger._row(st.phase, kind)
+        row[0] += int(calls)
+        row[2] += int(nbytes)
 
 
 def op(func, *args):

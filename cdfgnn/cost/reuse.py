@@ -104,16 +104,13 @@ def _count(fn: Callable[[], T]) -> tuple[T, _Kept]:
 
 
 def _replay(rows: Sequence, adds, end: str | None, fn: Callable[[], T]) -> T:
-    """Run ``fn`` hidden from the counting mode; add its counts: every (phase, kind) row
-    of ``rows`` is made, ``adds`` (row, field, value) go into them."""
+    """Run ``fn`` hidden from the counting mode; add its counts (``Ledger.defer``): every
+    (phase, kind) row of ``rows`` is made, ``adds`` (row, field, value) go into them."""
     st = _STATE
     start = st.phase
     with paused():
         out = fn()
-    led = st.ledger
-    made = [led._row(start if ph is None else ph, kind) for ph, kind in rows]
-    for r, f, v in adds:
-        made[r][f] += v
+    st.ledger.defer(start, rows, adds)
     st.phase = start if end is None else end
     return out
 
@@ -266,7 +263,7 @@ def counted_affine(memo: dict, key: Hashable, theta: Sequence[int], fn: Callable
         pred = fit.predict(t)
         if pred is not None:
             fit.since_check += 1
-            return _replay(fit.rows, [(r, f, v) for (r, f), v in zip(fit.targets, pred)],
+            return _replay(fit.rows, ((r, f, v) for (r, f), v in zip(fit.targets, pred)),
                            fit.signature[1], fn)
     pred = fit.predict(t)
     out, kept = _count(fn)

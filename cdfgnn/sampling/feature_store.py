@@ -106,13 +106,30 @@ class FeatureStore:
         return oplog.free(torch.empty, n, self.dim, dtype=self.x.dtype, device=self.device)
 
     def take(self, rows: torch.Tensor, positions: np.ndarray) -> torch.Tensor:
-        """``rows[positions]`` (a gather; counted as that expression, without the
-        counting mode's Python call: ``ledger.op``)."""
-        return oplog.op(_INDEX, rows, [self.index(positions)])
+        """``rows[self.index(positions)]``: a gather, counted as the counting mode counts
+        that expression (the index's host -> device ``copy``; a ``gather`` of twice the
+        result's bytes, as ``index.Tensor`` with its index in a list) but without the
+        mode's Python call per op (tests/test_ledger_reuse.py compares)."""
+        if not (oplog.active() and self.device.type == "cpu"):
+            return oplog.op(_INDEX, rows, [self.index(positions)])
+        with oplog.hidden():
+            idx = torch.from_numpy(positions)
+            out = rows[idx]
+        oplog.record_rows(("copy", 1, idx.nbytes), ("gather", 1, 2 * out.nbytes))
+        return out
 
     def put(self, out: torch.Tensor, positions: np.ndarray, rows: torch.Tensor) -> None:
-        """``out[positions] = rows`` (a scatter; counted as that expression)."""
-        oplog.op(_INDEX_PUT, out, [self.index(positions)], rows)
+        """``out[self.index(positions)] = rows``: a scatter, counted as that expression
+        (the index's ``copy``; a ``gather`` of three times the rows' bytes, as
+        ``index_put_`` with float rows and its index in a list)."""
+        if not (oplog.active() and self.device.type == "cpu"
+                and rows.dtype.is_floating_point and out.dtype.is_floating_point):
+            oplog.op(_INDEX_PUT, out, [self.index(positions)], rows)
+            return
+        with oplog.hidden():
+            idx = torch.from_numpy(positions)
+            out[idx] = rows
+        oplog.record_rows(("copy", 1, idx.nbytes), ("gather", 1, 3 * rows.nbytes))
 
     def take_copied(self) -> dict[str, int]:
         """``{"h2d_bytes", "d2h_bytes"}`` copied since the last call (epoch-row columns of
