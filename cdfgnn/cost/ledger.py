@@ -93,6 +93,11 @@ class Ledger:
             for r, f, v in adds:
                 made[r][f] += v
 
+    def rows(self) -> list[tuple[str, str, list[int]]]:
+        """``(phase, kind, ints in FIELDS order)`` of every row, in the order made."""
+        return [(ph, kind, vals) for ph, kinds in self._data.items()
+                for kind, vals in kinds.items()]
+
     def _row(self, phase: str, kind: str) -> list[int]:
         if self._pending:
             self._flush()
@@ -201,6 +206,11 @@ class phase:
         st = _STATE
         if st.ledger is not None:
             st.phase = self.prev
+
+
+def current_phase() -> str:
+    """This thread's phase."""
+    return _STATE.phase
 
 
 def set_phase(name: str) -> str:

@@ -43,7 +43,8 @@ from typing import Callable, Hashable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-from cdfgnn.cost.ledger import FIELDS, Ledger, _STATE, into, paused
+from cdfgnn.cost.ledger import (FIELDS, Ledger, active, current, current_phase, into,
+                                paused, set_phase)
 
 T = TypeVar("T")
 
@@ -67,8 +68,7 @@ def exhaustive() -> Iterator[None]:
 
 def _shortcut() -> bool:
     """Counting, not paused, shortcuts on: the conditions of every shortcut."""
-    st = _STATE
-    return st.ledger is not None and not st.paused and _SHORTCUTS["on"]
+    return _SHORTCUTS["on"] and active()
 
 
 # --------------------------------------------------------------------------- regions
@@ -81,10 +81,9 @@ class _Kept:
 
     def __init__(self, counted: Ledger, start: str, end: str):
         self.rows, self.values = [], []
-        for ph, kinds in counted._data.items():
-            for kind, vals in kinds.items():
-                self.rows.append((None if ph == start else ph, kind))
-                self.values += vals
+        for ph, kind, vals in counted.rows():
+            self.rows.append((None if ph == start else ph, kind))
+            self.values += vals
         self.adds = [(i // _NF, i % _NF, v) for i, v in enumerate(self.values) if v]
         self.end = None if end == start else end
 
@@ -95,23 +94,21 @@ class _Kept:
 
 def _count(fn: Callable[[], T]) -> tuple[T, _Kept]:
     """Run ``fn`` counting op by op into this thread's ledger; also return its counts."""
-    st = _STATE
-    start, outer = st.phase, st.ledger
+    start, outer = current_phase(), current()
     with into(Ledger()) as counted:
         out = fn()
     outer.merge(counted)
-    return out, _Kept(counted, start, st.phase)
+    return out, _Kept(counted, start, current_phase())
 
 
 def _replay(rows: Sequence, adds, end: str | None, fn: Callable[[], T]) -> T:
     """Run ``fn`` hidden from the counting mode; add its counts (``Ledger.defer``): every
     (phase, kind) row of ``rows`` is made, ``adds`` (row, field, value) go into them."""
-    st = _STATE
-    start = st.phase
+    start = current_phase()
     with paused():
         out = fn()
-    st.ledger.defer(start, rows, adds)
-    st.phase = start if end is None else end
+    current().defer(start, rows, adds)
+    set_phase(start if end is None else end)
     return out
 
 
