@@ -13,6 +13,9 @@ Prints ratios measured side by side in one run (targets from issue 2):
     counting on in alternate epochs; ``--only sampled-ledger``)  target <= 1.05
   * what counting adds to one small aten op, and how much of it is the dispatch mode's
     own round trip (``--only ledger-op``; microseconds of thread CPU time, no target)
+  * the epoch times a run record holds (epoch rows' modelled_s, the CPU-measured
+    model, and wall_s) with counting on over the same run with --count-ops false,
+    whole runs interleaved (``--only record``)                    target <= 1.05
 
 Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [--epochs 10]
        python benchmarks/engine_overhead.py --only dropout --dropout-workers 1,4 \
@@ -23,6 +26,8 @@ Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [
        python benchmarks/engine_overhead.py --only sampled-ledger --nodes 10000 \
            --ledger-workers 4 --sampled-method rapidgnn
        python benchmarks/engine_overhead.py --only ledger-op
+       python benchmarks/engine_overhead.py --only record --nodes 10000 --edges 100000 \
+           --ledger-workers 4 --epochs 12 --warmup 4
 """
 from __future__ import annotations
 
@@ -271,6 +276,50 @@ def sampled_ledger_ratios(graph, hidden: int, epochs: int, warmup: int, workers:
     return rows
 
 
+def record_ratios(graph, hidden: int, epochs: int, warmup: int, workers: int,
+                  repeats: int = 3, method: str = "exact", batch_size: int = 50,
+                  fanouts: tuple[int, ...] = (5, 10)) -> dict[str, float]:
+    """The epoch times a record holds with counting on over those of the same run with
+    counting off (``--count-ops false``): whole runs, on and off interleaved ``repeats``
+    times (the order flipped every repeat), thread backend. Per run the median over its
+    timed epochs of the epoch rows' ``modelled_s`` (the CPU-measured model: the slowest
+    rank's CPU time plus modelled communication) and ``wall_s``; per pair their ratio;
+    printed, the median over pairs. Separate runs see the machine's load change between
+    them, so this line is noisier than the alternating ones. ``method`` of the sampled
+    track: its batch size and fan-outs."""
+    from cdfgnn.methods import METHODS
+    from cdfgnn.train.config import TrainConfig
+    from cdfgnn.train.run import run_training
+    sampled = METHODS.get(method).track == "minibatch"
+    rows, per = {}, {"modelled_s": [], "wall_s": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        gfile = f"{tmp}/graph.npz"
+        graph.save(gfile)
+        kw = dict(graph=gfile, dataset=None, method=method, layers=2, hidden=hidden,
+                  dropout=0.0, epochs=epochs, warmup=warmup, workers=workers,
+                  eval_every=10**9)
+        if sampled:
+            kw.update(model="sage", hosts=workers, fanouts=list(fanouts),
+                      batch_size=batch_size, network="rapidgnn-chameleon")
+        for r in range(repeats):
+            got = {}
+            for on in ((False, True) if r % 2 == 0 else (True, False)):
+                timed = run_training(TrainConfig(**kw, count_ops=on))["epochs"][warmup:]
+                got[on] = {k: float(np.median([row[k] for row in timed])) for k in per}
+            for k in per:
+                per[k].append(got[True][k] / got[False][k])
+    what = (f"{method} P={workers}" + (f" b={batch_size}" if sampled else "")
+            + f", {epochs} epochs ({warmup} warmup)")
+    for k, ratios in per.items():
+        ratio = float(np.median(ratios))
+        rows[f"record_{k}_ratio"] = ratio
+        rows[f"record_{k}_ratio_runs"] = ratios
+        print(f"record {what}: epoch {k} counting on / off {ratio:.3f} (median of "
+              f"{len(ratios)} run pairs: {', '.join(f'{v:.3f}' for v in ratios)}; target "
+              f"<= 1.05) {'PASS' if ratio <= 1.05 else 'FAIL'}")
+    return rows
+
+
 def ledger_op_costs(ops: int = 5000, rounds: int = 15) -> dict[str, float]:
     """Microseconds of thread CPU time per small aten op (``relu(a @ b) + 1`` on 64 x 16
     tensors: three ops): without counting, with a dispatch mode that only forwards the op
@@ -336,7 +385,8 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--skip-memory", action="store_true")
-    ap.add_argument("--only", choices=["dropout", "ledger", "sampled-ledger", "ledger-op"],
+    ap.add_argument("--only", choices=["dropout", "ledger", "sampled-ledger", "ledger-op",
+                                       "record"],
                     help="measure only this line")
     ap.add_argument("--sampled-method", default="rapidgnn",
                     help="method of the sampled-ledger line (rapidgnn, distdgl-metis, ...)")
@@ -353,6 +403,9 @@ def main() -> None:
     ap.add_argument("--ledger-partitioner", default=None,
                     help="partitioner of the ledger line (default: metis, one worker: "
                          "random-nodes)")
+    ap.add_argument("--record-methods", default="exact,rapidgnn",
+                    help="methods of the record line (comma-separated; its P: the last "
+                         "of --ledger-workers)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="interleaved runs of the ledger lines (the ratio: their median)")
     ap.add_argument("--dropout-workers", default="1,4",
@@ -369,6 +422,14 @@ def main() -> None:
     print(f"graph: {graph.num_nodes} nodes, {graph.num_edges} undirected edges, "
           f"{graph.num_features} features, {graph.num_classes} classes")
     w = args.warmup
+    if args.only == "record":
+        workers = [int(v) for v in args.ledger_workers.split(",")]
+        for method in args.record_methods.split(","):
+            print(json.dumps(record_ratios(
+                graph, args.hidden, args.epochs, w, workers[-1], args.repeats, method,
+                args.sampled_batch, tuple(int(v) for v in args.sampled_fanouts.split(",")))))
+        print("load average (1, 5, 15 min) at end: %.2f %.2f %.2f" % os.getloadavg())
+        return
     if args.only == "sampled-ledger":
         print(json.dumps(sampled_ledger_ratios(
             graph, args.hidden, args.epochs, w, [int(v) for v in args.ledger_workers.split(",")],

@@ -186,7 +186,8 @@ class _Affine:
         self.basis_t: list[list[int]] = []
         self.basis_y: list[list[int]] = []
         self.pivots: list[int] = []
-        self.p = self.c = None                   # numpy int64, or lists of Fractions
+        self.p = self.c = None                   # lists of Fractions
+        self.pc = None                           # [P | C] as int64, where integral
         self.targets: list = []                  # (row, field) of C's nonzero columns
         self.bound = 0                           # largest |sum| a count can reach per |t|
         self.streak = 0                          # exact predictions of counted calls
@@ -206,14 +207,13 @@ class _Affine:
         cols = [j for j in range(len(c[0])) if any(row[j] != 0 for row in c)]
         self.targets = [(j // _NF, j % _NF) for j in cols]
         c = [[row[j] for j in cols] for row in c]
+        self.p, self.c, self.pc = p, c, None
         if all(v.denominator == 1 for row in p + c for v in row):
-            self.p = np.array([[int(v) for v in row] for row in p], dtype=object)
-            self.c = np.array([[int(v) for v in row] for row in c], dtype=object)
             big = max((abs(int(v)) for row in p + c for v in row), default=0)
             if big * len(self.pivots) < 2 ** 31:    # int64: |t| < 2^31 keeps sums exact
-                self.p, self.c = self.p.astype(np.int64), self.c.astype(np.int64)
-        else:
-            self.p, self.c = p, c
+                # [P | C] in one int64 matrix: one product gives the span check and counts
+                self.pc = np.array([[int(v) for v in rp + rc] for rp, rc in zip(p, c)],
+                                   dtype=np.int64)
 
     # ---- predicting
     def predict(self, t: list[int]) -> list[int] | None:
@@ -222,12 +222,9 @@ class _Affine:
         if self.p is None:
             return None
         tc = [t[i] for i in self.pivots]
-        if isinstance(self.p, np.ndarray) and self.p.dtype == np.int64 and \
-                max(map(abs, t)) < 2 ** 31:
-            v = np.array(tc, dtype=np.int64)
-            if (v @ self.p != np.array(t, dtype=np.int64)).any():
-                return None
-            return (v @ self.c).tolist()
+        if self.pc is not None and max(map(abs, t)) < 2 ** 31:
+            out = (np.array(tc, dtype=np.int64) @ self.pc).tolist()
+            return out[len(t):] if out[:len(t)] == t else None
         p, c = self.p, self.c
         if [sum(x * row[j] for x, row in zip(tc, p)) for j in range(len(t))] != t:
             return None

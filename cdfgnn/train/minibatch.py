@@ -64,7 +64,7 @@ from cdfgnn.train import energy
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.energy import EnergyMeter
 from cdfgnn.train.loop import (GRAD_TAG, LocalData, ReduceAndStep, full_graph_metrics,
-                               grad_shapes, loss_sum, reduce_scalar)
+                               loss_sum, reduce_scalar)
 from cdfgnn.train.backward import backward
 from cdfgnn.train.optim import Adam
 from cdfgnn.train.oracle import blocks_from_arrays
@@ -193,8 +193,8 @@ def counted_step(memo: dict, model, params: list[torch.Tensor], x_in: torch.Tens
                  blocks: list, fn):
     """``fn()`` (the step's forward, loss, backward, gradient all-reduce and optimizer
     step), its kernels counted as an affine function of the step's sizes
-    (``cdfgnn.cost.reuse.counted_affine``): the model, the parameters' shapes and
-    gradients, the input's dtype and width fix the kernels; the input rows and each
+    (``cdfgnn.cost.reuse.counted_affine``): the model (its parameters' shapes are the
+    run's), which parameters hold a gradient, the input's dtype and width fix the kernels; the input rows and each
     block's output rows, input rows and nonzeros fix every count (each is such a size
     times widths). A step with a size below 2 (where a size-1 dim may change a kernel's
     path: contiguity) is counted op by op."""
@@ -203,7 +203,7 @@ def counted_step(memo: dict, model, params: list[torch.Tensor], x_in: torch.Tens
     if min(sizes) < 2:
         return fn()
     key = (x_in.dtype, tuple(x_in.shape[1:]), x_in.requires_grad, x_in.is_contiguous(),
-           model.training, grad_shapes(params),
+           model.training, tuple(p.grad is not None for p in params),
            tuple(blk.self_rows == blk.num_out for blk in blocks))
     return counted_affine(memo, key, sizes, fn)
 
