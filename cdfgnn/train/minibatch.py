@@ -198,6 +198,8 @@ def counted_step(memo: dict, model, params: list[torch.Tensor], x_in: torch.Tens
     block's output rows, input rows and nonzeros fix every count (each is such a size
     times widths). A step with a size below 2 (where a size-1 dim may change a kernel's
     path: contiguity) is counted op by op."""
+    if not oplog.active():
+        return fn()
     sizes = (int(x_in.shape[0]), *(v for blk in blocks for v in (
         blk.num_out, blk.num_in, int(blk.view.indptr[-1]))))
     if min(sizes) < 2:
