@@ -40,9 +40,12 @@ communicator's collectives run paused: the network model prices them.
 Why a dispatch mode and not call-site counters or ``FlopCounterMode``: call sites
 would need an edit at every op of every layer and method (GAT alone issues ~15
 kernels per layer), and FlopCounterMode counts FLOPs only. The mode costs one
-Python call per aten op (a few microseconds); ``benchmarks/engine_overhead.py
---only ledger`` measures it against an epoch. With no active ledger every hook is
-one thread-local lookup.
+Python call per aten op (a few microseconds), so work that repeats is counted once
+and its counts reused (:mod:`cdfgnn.cost.reuse`), paused work leaves the mode
+(:class:`paused`), and hot code that issues a few known kernels classifies them
+itself (:func:`op`, :func:`free`, :func:`record_rows`); ``benchmarks/engine_overhead.py
+--only ledger`` measures what remains against an epoch. With no active ledger every
+hook is one thread-local lookup.
 """
 from __future__ import annotations
 
