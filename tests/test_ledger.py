@@ -239,16 +239,15 @@ def test_bad_profile_input_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_optimizer_and_reduce_counted_once_equal_counting_every_epoch(graph_file, workers,
-                                                                     monkeypatch):
+def test_optimizer_and_reduce_counted_once_equal_counting_every_epoch(graph_file, workers):
     """run_epochs counts the optimizer step and the gradient all-reduce once per parameter
-    shapes (oplog.counted_once); the ledgers equal those of counting every epoch's ops."""
-    from cdfgnn.cost import ledger as oplog
+    shapes (reuse.counted_once); the ledgers equal those of counting every epoch's ops."""
+    from cdfgnn.cost import reuse
     kw = dict(workers=workers, trainer="distributed" if workers > 1 else "full-graph",
               weight_decay=1e-4)
     memo = run_training(_cfg(graph_file, **kw))
-    monkeypatch.setattr(oplog, "counted_once", lambda memo, key, fn: fn())
-    every = run_training(_cfg(graph_file, **kw))
+    with reuse.exhaustive():
+        every = run_training(_cfg(graph_file, **kw))
     a, b = memo["model_time"]["device"]["inputs"], every["model_time"]["device"]["inputs"]
     assert a == b
     assert _rank_ledger(memo).get("optimizer", "elementwise")["calls"] > 0

@@ -208,27 +208,30 @@ def test_device_view_gives_rapidgnn_speed_claims_device_values(gfile, records, t
         assert row.device_profile == "p100 on rapidgnn-chameleon", what
 
 
-def test_counted_once_gives_the_counts_of_counting_every_step(gfile, records, monkeypatch):
-    """The optimizer step and the gradient flatten are counted once per parameter shapes
-    (oplog.counted_once); counting them at every step gives the same ledgers."""
-    from cdfgnn.cost import ledger
-    monkeypatch.setattr(ledger, "counted_once", lambda memo, key, fn: fn())
-    every = run_training(_cfg(gfile, "rapidgnn"))["model_time"]["device"]
-    assert every["inputs"] == records["rapidgnn"]["model_time"]["device"]["inputs"]
+@pytest.mark.parametrize("method", ["rapidgnn", "distdgl-metis"])
+def test_shortcuts_give_the_counts_of_counting_every_op(gfile, records, method):
+    """A step's training work is counted as an affine function of its sizes, the optimizer
+    step and the gradient flatten once per parameter shapes (cdfgnn.cost.reuse); counting
+    every op of every step gives the same ledgers."""
+    from cdfgnn.cost import reuse
+    with reuse.exhaustive():
+        every = run_training(_cfg(gfile, method))["model_time"]["device"]
+    assert every["inputs"] == records[method]["model_time"]["device"]["inputs"]
 
 
 def test_counted_once_counts_under_the_callers_phase():
     import torch
 
     from cdfgnn.cost import ledger as oplog
+    from cdfgnn.cost.reuse import counted_once
     memo, x = {}, torch.ones(4)
     led = oplog.Ledger()
     with oplog.counting(led, "optimizer"):
         for _ in range(3):
-            oplog.counted_once(memo, "k", lambda: x.mul(2).add_(1))
+            counted_once(memo, "k", lambda: x.mul(2).add_(1))
     assert led.phases == ["optimizer"]
     assert led.get("optimizer", "elementwise")["calls"] == 6 and len(memo) == 1
-    assert oplog.counted_once(memo, "k", lambda: 7) == 7      # not counting: just runs
+    assert counted_once(memo, "k", lambda: 7) == 7      # not counting: just runs
 
 
 @pytest.mark.parametrize("model", ["sage", "gat"])

@@ -40,9 +40,12 @@ communicator's collectives run paused: the network model prices them.
 Why a dispatch mode and not call-site counters or ``FlopCounterMode``: call sites
 would need an edit at every op of every layer and method (GAT alone issues ~15
 kernels per layer), and FlopCounterMode counts FLOPs only. The mode costs one
-Python call per aten op (a few microseconds); ``benchmarks/engine_overhead.py
---only ledger`` measures it against an epoch. With no active ledger every hook is
-one thread-local lookup.
+Python call per aten op (a few microseconds), so work that repeats is counted once
+and its counts reused (:mod:`cdfgnn.cost.reuse`), paused work leaves the mode
+(:class:`paused`), and hot code that issues a few known kernels classifies them
+itself (:func:`op`, :func:`free`, :func:`record_rows`); ``benchmarks/engine_overhead.py
+--only ledger`` measures what remains against an epoch. With no active ledger every
+hook is one thread-local lookup.
 """
 from __future__ import annotations
 
@@ -59,20 +62,51 @@ KINDS = ("spmm", "dense", "elementwise", "gather", "codec", "cache", "copy", "sp
 FP64_KIND = {"spmm": "spmm_fp64", "dense": "dense_fp64"}
 FIELDS = ("calls", "flops", "bytes", "nnz_w", "rows_w", "cols_w", "nnz")
 _FIELD_INDEX = {f: i for i, f in enumerate(FIELDS)}
+_KIND_SET = frozenset(KINDS)
 
 
 class Ledger:
-    """``{phase: {kind: [ints in FIELDS order]}}`` with exact (integer) equality."""
+    """``{phase: {kind: [ints in FIELDS order]}}`` with exact (integer) equality.
 
-    __slots__ = ("_data",)
+    Counts reused from an earlier count (``cdfgnn.cost.reuse``) are added when the ledger
+    is next read or written (:meth:`defer`), so the addition (a few dozen integers) runs
+    after the step that reused them rather than inside it."""
+
+    __slots__ = ("_store", "_pending")
 
     def __init__(self) -> None:
-        self._data: dict[str, dict[str, list[int]]] = {}
+        self._store: dict[str, dict[str, list[int]]] = {}
+        self._pending: list = []
+
+    @property
+    def _data(self) -> dict[str, dict[str, list[int]]]:
+        if self._pending:
+            self._flush()
+        return self._store
+
+    def defer(self, start: str, rows, adds) -> None:
+        """Add later: make every (phase, kind) row of ``rows`` (phase None: ``start``) and
+        add ``adds``, (row, field, value) triples, into them."""
+        self._pending.append((start, rows, adds))
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for start, rows, adds in pending:
+            made = [self._row(start if ph is None else ph, kind) for ph, kind in rows]
+            for r, f, v in adds:
+                made[r][f] += v
+
+    def rows(self) -> list[tuple[str, str, list[int]]]:
+        """``(phase, kind, ints in FIELDS order)`` of every row, in the order made."""
+        return [(ph, kind, vals) for ph, kinds in self._data.items()
+                for kind, vals in kinds.items()]
 
     def _row(self, phase: str, kind: str) -> list[int]:
-        kinds = self._data.get(phase)
+        if self._pending:
+            self._flush()
+        kinds = self._store.get(phase)
         if kinds is None:
-            kinds = self._data[phase] = {}
+            kinds = self._store[phase] = {}
         row = kinds.get(kind)
         if row is None:
             row = kinds[kind] = [0] * len(FIELDS)
@@ -140,6 +174,7 @@ class _State(threading.local):
     ledger: Ledger | None = None
     phase: str = "other"
     paused: int = 0
+    mode: "_CountingMode | None" = None     # this thread's counting mode, made once
 
 
 _STATE = _State()
@@ -155,18 +190,30 @@ def active() -> bool:
     return _STATE.ledger is not None and not _STATE.paused
 
 
-@contextmanager
-def phase(name: str) -> Iterator[None]:
-    """Attribute what this thread issues inside to phase ``name``."""
-    st = _STATE
-    if st.ledger is None:
-        yield
-        return
-    prev, st.phase = st.phase, name
-    try:
-        yield
-    finally:
-        st.phase = prev
+class phase:
+    """``with phase(name):`` attributes what this thread issues inside to phase ``name``
+    (a class, not a generator: it is entered several times a step)."""
+
+    __slots__ = ("name", "prev")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self) -> None:
+        st = _STATE
+        self.prev = st.phase
+        if st.ledger is not None:
+            st.phase = self.name
+
+    def __exit__(self, *exc) -> None:
+        st = _STATE
+        if st.ledger is not None:
+            st.phase = self.prev
+
+
+def current_phase() -> str:
+    """This thread's phase."""
+    return _STATE.phase
 
 
 def set_phase(name: str) -> str:
@@ -175,22 +222,123 @@ def set_phase(name: str) -> str:
     return prev
 
 
-@contextmanager
-def paused() -> Iterator[None]:
-    """Stop counting torch ops inside (collectives; kernels that record themselves)."""
-    st = _STATE
-    st.paused += 1
-    try:
-        yield
-    finally:
-        st.paused -= 1
+#: a C++ guard that hides torch ops from every dispatch mode (the counting mode's Python
+#: call included) on this thread: 0.6 us to enter, where ``_disable_current_modes``
+#: (popping every mode in Python) costs 8 us
+_HIDE = torch._C._DisableTorchDispatch
 
 
-def record(kind: str, **fields: int) -> None:
+class paused:
+    """``with paused():`` counts no torch op inside (collectives; kernels that record
+    themselves; a region whose counts are reused). While this thread counts, its
+    counting mode leaves torch's dispatch-mode stack for the duration (when it is on
+    top), so the ops inside cost nothing: a mode on the stack, even one that ignores
+    them, makes every op and every backward node carry it (measured: a step's
+    forward and backward ran 3% slower with the mode hidden than with it gone).
+    Explicit :func:`record` calls inside are dropped."""
+
+    __slots__ = ("mode",)
+
+    def __enter__(self) -> None:
+        st = _STATE
+        st.paused += 1
+        self.mode = None
+        if st.ledger is not None and st.mode is not None:
+            n = _stack_len()
+            if n and _stack_at(n - 1) is st.mode:
+                self.mode = _stack_pop(None)
+
+    def __exit__(self, *exc) -> None:
+        if self.mode is not None:
+            _stack_push(self.mode)
+        _STATE.paused -= 1
+
+
+_stack_len = torch._C._len_torch_dispatch_stack
+_stack_at = torch._C._get_dispatch_stack_at
+_stack_pop = torch._C._pop_torch_dispatch_stack
+_stack_push = torch._C._push_on_torch_dispatch_stack
+
+
+def record(kind: str, calls: int = 0, bytes: int = 0, **fields: int) -> None:
     """Add an explicit entry under the current phase (no-op when not counting)."""
     st = _STATE
-    if st.ledger is not None and not st.paused:
-        st.ledger.add(st.phase, kind, **fields)
+    if st.ledger is None or st.paused:
+        return
+    if fields:
+        st.ledger.add(st.phase, kind, calls=calls, bytes=bytes, **fields)
+        return
+    if kind not in _KIND_SET:
+        raise ValueError(f"unknown ledger kind {kind!r}; valid: {', '.join(KINDS)}")
+    row = st.ledger._row(st.phase, kind)
+    row[0] += int(calls)
+    row[2] += int(bytes)
+
+
+class hidden:
+    """``with hidden():`` hides the torch ops inside from the counting mode without
+    pausing: explicit :func:`record` calls inside count. For code that records the
+    counts of its own kernels (``FeatureStore.take``), where every op inside is either
+    recorded or free."""
+
+    __slots__ = ("guard",)
+
+    def __enter__(self) -> None:
+        self.guard = None
+        if _STATE.ledger is not None:
+            self.guard = _HIDE()
+            self.guard.__enter__()
+
+    def __exit__(self, *exc) -> None:
+        if self.guard is not None:
+            self.guard.__exit__(None, None, None)
+
+
+def record_rows(*entries: tuple[str, int, int]) -> None:
+    """:func:`record` of several ``(kind, calls, bytes)`` entries at once."""
+    st = _STATE
+    if st.ledger is None or st.paused:
+        return
+    for kind, calls, nbytes in entries:
+        if kind not in _KIND_SET:
+            raise ValueError(f"unknown ledger kind {kind!r}; valid: {', '.join(KINDS)}")
+        row = st.ledger._row(st.phase, kind)
+        row[0] += int(calls)
+        row[2] += int(nbytes)
+
+
+def op(func, *args):
+    """``func(*args)`` for an aten overload ``func`` (``torch.ops.aten.index.Tensor``),
+    counted as the counting mode counts it (the same classification of the same
+    arguments) without the mode's Python call: for hot code that issues a few known
+    kernels many times a step (the sampled track's feature gathers). Write the aten call
+    the Python expression dispatches (``x[i]``: ``index.Tensor(x, [i])``; ``x[i] = v``:
+    ``index_put_(x, [i], v)``; tests/test_ledger_reference.py holds the counts)."""
+    st = _STATE
+    if st.ledger is None or st.paused:
+        return func(*args)
+    guard = _HIDE()
+    guard.__enter__()
+    try:
+        out = func(*args)
+    finally:
+        guard.__exit__(None, None, None)
+    _classify(st.ledger, st.phase, func, args, out)
+    return out
+
+
+def free(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` hidden from the counting mode: for calls whose torch ops
+    are all free ones (:data:`_FREE`: allocation, host wrapping, ``detach``), which the
+    mode counts as nothing but still pays a Python call for."""
+    if _STATE.ledger is None:
+        return fn(*args, **kwargs)
+    guard = _HIDE()
+    guard.__enter__()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        guard.__exit__(None, None, None)
 
 
 def overhead_phase(tag: str) -> str:
@@ -198,17 +346,36 @@ def overhead_phase(tag: str) -> str:
     return "codec" if tag.startswith("codec") else "cache" if tag.startswith("cache") else tag
 
 
-@contextmanager
-def counting(ledger: Ledger, start_phase: str = "other") -> Iterator[Ledger]:
-    """Count every aten op this thread issues inside into ``ledger``."""
-    st = _STATE
-    prev = (st.ledger, st.phase, st.paused)
-    st.ledger, st.phase, st.paused = ledger, start_phase, 0
-    try:
-        with _CountingMode(st):
-            yield ledger
-    finally:
-        st.ledger, st.phase, st.paused = prev
+class counting:
+    """``with counting(ledger, start_phase) as ledger:`` counts every aten op this thread
+    issues inside into ``ledger`` (a class, not a generator: the sampled track enters it
+    at every step; the thread's mode object is made once)."""
+
+    __slots__ = ("ledger", "start", "prev")
+
+    def __init__(self, ledger: Ledger, start_phase: str = "other"):
+        self.ledger, self.start = ledger, start_phase
+
+    def __enter__(self) -> Ledger:
+        st = _STATE
+        self.prev = (st.ledger, st.phase, st.paused)
+        st.ledger, st.phase, st.paused = self.ledger, self.start, 0
+        mode = st.mode
+        if mode is None:
+            mode = st.mode = _CountingMode(st)
+        try:
+            mode.__enter__()
+        except BaseException:
+            st.ledger, st.phase, st.paused = self.prev
+            raise
+        return self.ledger
+
+    def __exit__(self, *exc) -> None:
+        st = _STATE
+        try:
+            st.mode.__exit__(None, None, None)
+        finally:
+            st.ledger, st.phase, st.paused = self.prev
 
 
 @contextmanager
@@ -321,10 +488,12 @@ def _handler_for(func):
     return _count_elementwise
 
 
+_UNSEEN = object()
+
+
 def _classify(ledger: Ledger, phase: str, func, args, out) -> None:
-    try:
-        handler = _HANDLERS[func]
-    except KeyError:
+    handler = _HANDLERS.get(func, _UNSEEN)
+    if handler is _UNSEEN:
         handler = _HANDLERS[func] = _handler_for(func)
     if handler is not None:
         handler(ledger, phase, args, out)
@@ -368,7 +537,11 @@ class _CountingMode(TorchDispatchMode):
         out = func(*args, **kwargs) if kwargs else func(*args)
         st = self.state
         if not st.paused:
-            _classify(st.ledger, st.phase, func, args, out)
+            handler = _HANDLERS.get(func, _UNSEEN)
+            if handler is _UNSEEN:
+                handler = _HANDLERS[func] = _handler_for(func)
+            if handler is not None:
+                handler(st.ledger, st.phase, args, out)
         return out
 
 
@@ -398,48 +571,24 @@ def _mark(x, name: str):
 def attach_layer_phases(layers) -> list:
     """Attribute each module of ``layers`` (a GNN's layers, in order) to phases
     ``fwd/L{i}`` and ``bwd/L{i}``; work between them is ``fwd/head`` / ``bwd/head``.
-    Returns the hook handles. The hooks do nothing unless this thread counts."""
+    Returns the hook handles. The hooks do nothing unless this thread counts and is not
+    paused (a region whose counts are reused, ``cdfgnn.cost.reuse``, runs paused: its
+    phases come with its counts, and the marks' autograd nodes would cost a Python call
+    each way)."""
     handles = []
     for i, layer in enumerate(layers):
         def pre(module, args, i=i):
-            if _STATE.ledger is None:
+            st = _STATE
+            if st.ledger is None or st.paused:
                 return None
-            _STATE.phase = f"fwd/L{i}"
+            st.phase = f"fwd/L{i}"
             return (_mark(args[0], "bwd/head"), *args[1:])
 
         def post(module, args, out, i=i):
-            if _STATE.ledger is None:
+            st = _STATE
+            if st.ledger is None or st.paused:
                 return None
-            _STATE.phase = "fwd/head"
+            st.phase = "fwd/head"
             return _mark(out, f"bwd/L{i}")
         handles += [layer.register_forward_pre_hook(pre), layer.register_forward_hook(post)]
     return handles
-
-
-# ---------------------------------------------------------------- repeated work
-def counted_once(memo: dict, key, fn):
-    """Run ``fn()``, counting its kernels once per ``key``: the first call while counting
-    counts them (under this thread's phase) and keeps them in ``memo``; later calls run
-    ``fn`` with the dispatch mode off and add the kept counts. For work whose kernels
-    depend on ``key`` alone (an optimizer step, a gradient flatten: the parameters'
-    shapes), where a Python call per aten op would cost more than small steps (the
-    sampled track's). Returns what ``fn`` returns."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    st = _STATE
-    if st.ledger is None or st.paused:
-        return fn()
-    kept = memo.get(key)
-    if kept is not None:
-        with paused(), _disable_current_modes():
-            out = fn()
-        for kind, fields in kept.items():
-            st.ledger.add(st.phase, kind, **fields)
-        return out
-    outer = st.ledger
-    with into(Ledger()) as counted:
-        out = fn()
-    if counted.phases in ([st.phase], []):    # kept only when it all fell in one phase
-        memo[key] = counted.totals()
-    outer.merge(counted)
-    return out

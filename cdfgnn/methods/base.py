@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 import numpy as np
 import torch
@@ -391,6 +391,17 @@ class SyncStrategy(Method):
     def overlaps(self, epoch: int) -> bool:
         """Did this epoch's vertex communication overlap computation (modelled time)?"""
         return self.overlaps_compute
+
+    def count_key(self, epoch: int) -> Hashable | None:
+        """What, besides the part, its view's key and which parameters hold a gradient,
+        decides the kernels a training pass of this part issues in ``epoch`` and their
+        shapes: two passes with equal keys issue the same kernels on the same shapes, so
+        the operation ledger counts one and reuses its counts for the others
+        (``cdfgnn.cost.reuse.counted_once``; tests compare with counting every op). None
+        (the default): not declared, every pass is counted op by op. A method whose
+        hooks follow values (cache hits, thresholds, sampled boundaries) keeps None, and
+        a subclass that changes what a declaring parent's hooks issue overrides it."""
+        return None
 
     def on_epoch_end(self, epoch: int, metrics: dict[str, float]) -> dict[str, Any]:
         """Update state from the epoch's metrics; return extra columns for the epoch row."""

@@ -51,6 +51,10 @@ class Cagnet(SyncStrategy):
             ctx.device, torch.int64) for q, r in enumerate(book.recv_idx)]
         self._send = [torch.from_numpy(i).to(ctx.device, torch.int64) for i in book.send_idx]
 
+    def count_key(self, epoch: int):
+        """Every pass broadcasts every block: one key (Sancus, which may skip, has none)."""
+        return ()
+
     def _fresh(self, key: SyncKey, t: torch.Tensor) -> bool:
         """Does this rank broadcast its block at this sync point? (Sancus may skip)"""
         return True
@@ -101,6 +105,10 @@ class Sancus(Cagnet):
         self._last_sent: dict[int, tuple[int, torch.Tensor]] = {}   # layer -> (epoch, block)
         self._cache: dict[int, list] = {}                            # layer -> blocks by peer
         self._skipped = [0, 0]                                       # [skipped, decisions]
+
+    def count_key(self, epoch: int):
+        """None: whether a block is broadcast follows its change (values)."""
+        return None
 
     def _fresh(self, key: SyncKey, t: torch.Tensor) -> bool:
         if not key.training:

@@ -154,6 +154,10 @@ class CdfgnnCache(TorchCachePath, CdfgnnBaseline):
     supported_dtypes = ("float32",)  # the numba kernels (cdfgnn_kernels) are float32
     #: "numba" | "torch" | None (by the rows' device); tests force "torch" on the CPU
     _kernel: str | None = None
+
+    def count_key(self, epoch: int):
+        """None: which rows a pass sends and caches follows their values."""
+        return None
     PARAMS = {
         "epsilon": Param(0.001, float, check=_nonneg, expect=">= 0",
                          doc="initial relative L-inf threshold (paper silent; we choose nu2)"),

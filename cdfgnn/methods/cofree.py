@@ -197,6 +197,11 @@ class CoFree(SyncStrategy):
     def replica_eval_weights(self) -> torch.Tensor:
         return self.weights
 
+    def count_key(self, epoch: int):
+        """No exchange; a pass's kernels follow its view (the engine's key holds it):
+        one key."""
+        return ()
+
     def local_view(self, view, training: bool):
         if not training:
             if self.per_part_eval:  # the local graph, never DropEdge's masks
@@ -258,6 +263,10 @@ class CoFreeEdgeCut(SyncStrategy):
 
     def prebuilt_views(self, view) -> list:
         return [self.local_view(view, True)]
+
+    def count_key(self, epoch: int):
+        """No exchange, one induced subgraph: one key."""
+        return ()
 
     def local_view(self, view, training: bool):
         if not training:

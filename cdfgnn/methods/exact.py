@@ -17,3 +17,9 @@ class Exact(SyncStrategy):
     #: every buffer follows the rows it is handed (clone, index_add_, new_zeros)
     supported_devices = ("cpu", "cuda")
     supported_dtypes = ("float32", "float64")
+
+    def count_key(self, epoch: int):
+        """Every pass issues the same kernels on the same shapes (the rows it sends
+        follow the partition, never values): one key."""
+        return ()
+

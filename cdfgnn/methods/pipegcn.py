@@ -45,6 +45,11 @@ class PipeGCN(SyncStrategy):
     def stale(self, key: SyncKey) -> bool:
         return True
 
+    def count_key(self, epoch: int):
+        """Epoch 0 consumes zeros, epoch 1 starts the moving averages, later epochs
+        update them: one key each, by ``min(epoch, 2)``."""
+        return min(epoch, 2)
+
     def merge_stale(self, key: SyncKey, previous: list, fresh: list) -> list:
         if key.direction not in SMOOTHING[self.params["smoothing"]]:
             return fresh

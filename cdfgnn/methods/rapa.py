@@ -208,5 +208,10 @@ class RapaMixin:
 class Rapa(RapaMixin, SyncStrategy):
     name = "rapa"
     degenerate = Degenerate({"prune": False})   # no halo arc dropped
+
+    def count_key(self, epoch: int):
+        """The halo is pruned once, before training; every pass is exact over it: one
+        key."""
+        return ()
     supported_devices = ("cpu", "cuda")   # buffers follow ctx.device / the rows
     partition_kind = "edge"

@@ -243,8 +243,8 @@ class RapidGNN(SampledMethod):
         if self.params["reuse_cached"] and ids.size:
             pos = np.minimum(np.searchsorted(ids, new_ids), ids.size - 1)
             have = ids[pos] == new_ids
-            rows[store.index(np.flatnonzero(have))] = cur[store.index(pos[have])]
-        rows[store.index(np.flatnonzero(~have))] = store.pull(new_ids[~have], "fill")
+            store.put(rows, np.flatnonzero(have), store.take(cur, pos[have]))
+        store.put(rows, np.flatnonzero(~have), store.pull(new_ids[~have], "fill"))
         return new_ids, rows
 
     def _stage(self, epoch: int, i: int, mode: str) -> None:
@@ -258,9 +258,9 @@ class RapidGNN(SampledMethod):
         hit[hit] = ids[pos[hit]] == rid[hit]
         store = self.store
         rows = store.empty_rows(rid.size)            # the staged batch: a device buffer
-        rows[store.index(np.flatnonzero(hit))] = cached[store.index(pos[hit])]
+        store.put(rows, np.flatnonzero(hit), store.take(cached, pos[hit]))
         miss = ~hit
-        rows[store.index(np.flatnonzero(miss))] = store.pull(rid[miss], mode)
+        store.put(rows, np.flatnonzero(miss), store.pull(rid[miss], mode))
         self.queue.append((key, int(rid.size), int(hit.sum()),
                            batch, self.store.gather(batch, rows, mask)))
 

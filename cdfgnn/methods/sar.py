@@ -98,6 +98,10 @@ class SAR(SyncStrategy):
         super().on_epoch_start(epoch)
         self._peak = 0
 
+    def count_key(self, epoch: int):
+        """Every pass aggregates every peer's block, one at a time: one key."""
+        return ()
+
     def on_epoch_end(self, epoch: int, metrics: dict) -> dict:
         halo = int(sum(i.size for i in self.book.recv_idx)) if self.book is not None else 0
         return {"sar_peak_halo_rows": self._peak, "sar_halo_rows": halo}

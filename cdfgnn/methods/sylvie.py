@@ -192,6 +192,11 @@ class SylvieS(_LowBit):
     name = "sylvie-s"
     degenerate = Degenerate({"bits": 32})   # plain float32 messages
 
+    def count_key(self, epoch: int):
+        """Every pass quantises every boundary message (noise, not shapes, changes):
+        one key."""
+        return ()
+
 
 @METHODS.register("sylvie-a")
 class SylvieA(_LowBit):

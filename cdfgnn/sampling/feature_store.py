@@ -32,6 +32,8 @@ from cdfgnn.cost import ledger as oplog
 from cdfgnn.data.graph import Graph
 from cdfgnn.sampling.schedule import Batch
 
+#: the aten calls of ``x[i]`` and ``x[i] = v`` (``take``, ``put``)
+_INDEX, _INDEX_PUT = torch.ops.aten.index.Tensor, torch.ops.aten.index_put_.default
 FETCH = "fetch"     # on-demand / prefetch pulls of batch inputs
 FILL = "fill"       # bulk cache fills
 
@@ -91,7 +93,7 @@ class FeatureStore:
 
     def index(self, positions: np.ndarray) -> torch.Tensor:
         """Host positions (int64) as an index tensor on the store's device (counted)."""
-        t = torch.from_numpy(positions)
+        t = oplog.free(torch.from_numpy, positions)
         # a GPU run copies it host -> device: counted on every device (ledger)
         oplog.record("copy", calls=1, bytes=t.numel() * t.element_size())
         if self.device.type != "cpu":
@@ -101,7 +103,33 @@ class FeatureStore:
 
     def empty_rows(self, n: int) -> torch.Tensor:
         """An uninitialised ``n x dim`` block of feature rows on the store's device."""
-        return torch.empty(n, self.dim, dtype=self.x.dtype, device=self.device)
+        return oplog.free(torch.empty, n, self.dim, dtype=self.x.dtype, device=self.device)
+
+    def take(self, rows: torch.Tensor, positions: np.ndarray) -> torch.Tensor:
+        """``rows[self.index(positions)]``: a gather, counted as the counting mode counts
+        that expression (the index's host -> device ``copy``; a ``gather`` of twice the
+        result's bytes, as ``index.Tensor`` with its index in a list) but without the
+        mode's Python call per op (tests/test_ledger_reuse.py compares)."""
+        if not (oplog.active() and self.device.type == "cpu"):
+            return oplog.op(_INDEX, rows, [self.index(positions)])
+        with oplog.hidden():
+            idx = torch.from_numpy(positions)
+            out = rows[idx]
+        oplog.record_rows(("copy", 1, idx.nbytes), ("gather", 1, 2 * out.nbytes))
+        return out
+
+    def put(self, out: torch.Tensor, positions: np.ndarray, rows: torch.Tensor) -> None:
+        """``out[self.index(positions)] = rows``: a scatter, counted as that expression
+        (the index's ``copy``; a ``gather`` of three times the rows' bytes, as
+        ``index_put_`` with float rows and its index in a list)."""
+        if not (oplog.active() and self.device.type == "cpu"
+                and rows.dtype.is_floating_point and out.dtype.is_floating_point):
+            oplog.op(_INDEX_PUT, out, [self.index(positions)], rows)
+            return
+        with oplog.hidden():
+            idx = torch.from_numpy(positions)
+            out[idx] = rows
+        oplog.record_rows(("copy", 1, idx.nbytes), ("gather", 1, 3 * rows.nbytes))
 
     def take_copied(self) -> dict[str, int]:
         """``{"h2d_bytes", "d2h_bytes"}`` copied since the last call (epoch-row columns of
@@ -117,7 +145,7 @@ class FeatureStore:
         if ids.device.type != "cpu":
             self.copied["d2h"] += ids.numel() * ids.element_size()
             ids = ids.cpu()
-        return ids.numpy()
+        return oplog.free(ids.numpy)
 
     def _on_device(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows a peer sent, on the store's device (already there on a device run: nccl
@@ -131,7 +159,7 @@ class FeatureStore:
         return self.owner[ids] != self.rank
 
     def local_rows(self, ids: np.ndarray) -> torch.Tensor:
-        return self.x[self.index(np.searchsorted(self.owned, ids))]
+        return self.take(self.x, np.searchsorted(self.owned, ids))
 
     def pull(self, ids: np.ndarray, mode: str = "sync") -> torch.Tensor:
         """Rows of remote vertices ``ids`` (owned elsewhere), in the order of ``ids``."""
@@ -146,8 +174,8 @@ class FeatureStore:
         own = self.owner[ids]
         order = np.argsort(own, kind="stable")
         bounds = np.searchsorted(own[order], np.arange(self.p + 1))
-        req = [torch.from_numpy(ids[order[bounds[q]: bounds[q + 1]]]) if q != self.rank
-               and bounds[q + 1] > bounds[q] else None for q in range(self.p)]
+        req = [oplog.free(torch.from_numpy, ids[order[bounds[q]: bounds[q + 1]]])
+               if q != self.rank and bounds[q + 1] > bounds[q] else None for q in range(self.p)]
         for q, t in enumerate(req):
             if t is not None:
                 self.counters.add(mode, q, t.numel() * t.element_size(), 1)
@@ -159,7 +187,7 @@ class FeatureStore:
         for q in range(self.p):
             if req[q] is not None:
                 rows = got[q]
-                out[self.index(order[bounds[q]: bounds[q + 1]])] = self._on_device(rows)
+                self.put(out, order[bounds[q]: bounds[q + 1]], self._on_device(rows))
                 self.counters.add(mode, q, rows.numel() * rows.element_size(), 1, rows.shape[0])
         return out
 
@@ -170,7 +198,7 @@ class FeatureStore:
         mask = self.remote_mask(ids) if remote_mask is None else remote_mask
         x = self.empty_rows(ids.size)
         local = ~mask
-        x[self.index(np.flatnonzero(local))] = self.local_rows(ids[local])
+        self.put(x, np.flatnonzero(local), self.local_rows(ids[local]))
         if remote_rows is not None:
-            x[self.index(np.flatnonzero(mask))] = remote_rows
+            self.put(x, np.flatnonzero(mask), remote_rows)
         return x

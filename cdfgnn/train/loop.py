@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from cdfgnn.comm.timers import clocks_for
 from cdfgnn.cost import ledger as oplog
+from cdfgnn.cost.reuse import counted_once
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.gnn import GNN
 from cdfgnn.progress import progress
@@ -135,6 +136,7 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     lead_rank = comm is None or comm.rank == 0
     oplog.attach_layer_phases(model.layers)
     reduce_and_step = ReduceAndStep(comm, params, opt)
+    part_memo: dict = {}          # counting shortcut of the parts' passes (_train_part)
     bar = progress(total=epochs, desc="epochs", unit="epoch") if lead_rank else None
     for epoch in range(epochs):
         if comm is not None:
@@ -146,15 +148,15 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
         # what a GPU would execute (counted, not timed; the counting's own CPU cost is in
         # the measured times: count_ops=False leaves it out, with the device model)
         with oplog.counting(counts, "optimizer") if count_ops else nullcontext():
-            opt.zero_grad(set_to_none=False)
-            loss = torch.zeros((), dtype=torch.float64, device=device)
+            loss = counted_once(part_memo, ("start", grad_shapes(params)),
+                                lambda: start_epoch(opt, device))
             part_spans, part_counts = [], []
             for part in parts:
                 part_spans.append(compute_clock.start())
                 part_counts.append(oplog.Ledger())
                 with oplog.into(part_counts[-1]):   # merged into the epoch's below
                     oplog.set_phase("fwd/head")
-                    loss = loss + _train_part(model, part, epoch).detach().double()
+                    loss = _train_part(model, part, epoch, params, loss, part_memo)
                 part_spans[-1].stop()
             reduce_and_step()
         wall_span.stop(), cpu_span.stop()
@@ -189,8 +191,19 @@ def run_epochs(model: GNN, parts: list[TrainPart], *, epochs: int, lr: float,
     return res
 
 
-def _train_part(model: GNN, part: TrainPart, epoch: int) -> torch.Tensor:
-    """Forward and backward of one part; returns its (normalised) loss."""
+def start_epoch(opt: Adam, device) -> torch.Tensor:
+    """Gradients to zero (kept, not dropped: several parts accumulate into them) and the
+    epoch's loss accumulator."""
+    opt.zero_grad(set_to_none=False)
+    return torch.zeros((), dtype=torch.float64, device=device)
+
+
+def _train_part(model: GNN, part: TrainPart, epoch: int, params: list[torch.Tensor],
+                total: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
+    """Forward and backward of one part; returns ``total`` plus its (normalised) loss.
+    Its kernels are counted once per :func:`pass_key` and reused (``reuse.counted_once``)
+    where the method declares a count key; its first pass per key is counted op by op
+    and not kept (it builds the propagator's coefficients)."""
     prop, data, strategy = part.prop, part.data, part.strategy
     if strategy is not None:
         strategy.on_epoch_start(epoch)
@@ -198,10 +211,29 @@ def _train_part(model: GNN, part: TrainPart, epoch: int) -> torch.Tensor:
     else:
         view = prop.base_view.but(training=True)
     prop.use_view(view)
-    out = model(data.x, prop, pre=part.pre)
-    loss = loss_sum(out, data, view.loss_weight) / max(data.num_train_global, 1)
-    backward(loss)
-    return loss
+
+    def forward_backward() -> torch.Tensor:
+        out = model(data.x, prop, pre=part.pre)
+        loss = loss_sum(out, data, view.loss_weight) / max(data.num_train_global, 1)
+        backward(loss)
+        return total + loss.detach().double()
+    key = pass_key(model, part, view, epoch, params) if memo is not None else None
+    if key is None:
+        return forward_backward()
+    return counted_once(memo, key, forward_backward, skip=1)
+
+
+def pass_key(model: GNN, part: TrainPart, view, epoch: int,
+             params: list[torch.Tensor]) -> tuple | None:
+    """What a part's training pass issues, as a key: the part, its view (the local
+    graph), the model's mode, which parameters hold a gradient (the first pass creates
+    them), and the method's :meth:`~cdfgnn.methods.base.SyncStrategy.count_key` (None,
+    the default: the method does not declare one, and every pass is counted op by op)."""
+    method = part.strategy.count_key(epoch) if part.strategy is not None else ()
+    if method is None:
+        return None
+    return (id(part), view.key, view.training, model.training,
+            tuple(p.grad is not None for p in params), method)
 
 
 def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str, Any]:
@@ -221,7 +253,7 @@ def precompute_first_layer(model: GNN, parts: list[TrainPart], comm) -> dict[str
 class ReduceAndStep:
     """A training step's end: the gradient all-reduce (more than one rank) and the
     optimizer step. Their kernels depend on the parameters' shapes alone, so each is
-    counted once per :func:`grad_shapes` and its counts reused (``oplog.counted_once``):
+    counted once per :func:`grad_shapes` and its counts reused (``reuse.counted_once``):
     the same ledgers as counting every step, at a fraction of the counting's cost."""
 
     def __init__(self, comm, params: list[torch.Tensor], opt: Adam):
@@ -233,15 +265,15 @@ class ReduceAndStep:
         shapes = grad_shapes(self.params)
         if self.comm is not None and self.comm.world_size > 1:
             with oplog.phase("reduce"):
-                oplog.counted_once(self._reduce_memo, shapes,
-                                   lambda: all_reduce_grads(self.comm, self.params))
+                counted_once(self._reduce_memo, shapes,
+                             lambda: all_reduce_grads(self.comm, self.params))
         with oplog.phase("optimizer"):
-            oplog.counted_once(self._step_memo, shapes, self.opt.step)
+            counted_once(self._step_memo, shapes, self.opt.step)
 
 
 def grad_shapes(params: list[torch.Tensor]) -> tuple:
     """What an optimizer step's and a gradient all-reduce's kernels depend on: every
-    parameter's shape, dtype and whether it has a gradient (``oplog.counted_once``'s key)."""
+    parameter's shape, dtype and whether it has a gradient (``reuse.counted_once``'s key)."""
     return tuple((tuple(q.shape), q.dtype, q.grad is not None) for q in params)
 
 

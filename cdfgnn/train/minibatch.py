@@ -48,11 +48,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 from cdfgnn.comm.launcher import launch
 from cdfgnn.comm.timers import clocks_for
 from cdfgnn.cost import ledger as oplog
+from cdfgnn.cost.reuse import counted_affine
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
 from cdfgnn.methods.sampled import SampledContext
@@ -112,6 +112,7 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
     meter = EnergyMeter(cfg.device) if r == 0 else None
     oplog.attach_layer_phases(model.layers)
     reduce_and_step = ReduceAndStep(comm, params, opt)
+    step_memo: dict = {}                # counting shortcut (cdfgnn.cost.reuse)
     for epoch in range(cfg.epochs):
         comm.reset_epoch()
         model.train()
@@ -134,27 +135,33 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
                     blocks = device_blocks(graph, batch, model, device, dtype)
                 seeds = batch.seeds
                 oplog.set_phase("fwd/head")
-                out = model(x_in, blocks)
-                data = LocalData(x_in, y[host_index(seeds, device)],
-                                 torch.ones(seeds.size, dtype=torch.bool, device=device),
-                                 None, None, seeds.size, graph.multilabel)
-                loss = loss_sum(out, data) / max(int(totals[i]), 1)
-                with oplog.phase("optimizer"):
-                    opt.zero_grad()
-                backward(loss)
-                reduce_and_step()
-                total += loss.detach().double() * int(totals[i])   # the epoch's loss: head
+
+                def train_step():
+                    out = model(x_in, blocks)
+                    data = LocalData(x_in, y[host_index(seeds, device)],
+                                     torch.ones(seeds.size, dtype=torch.bool, device=device),
+                                     None, None, seeds.size, graph.multilabel)
+                    loss = loss_sum(out, data) / max(int(totals[i]), 1)
+                    with oplog.phase("optimizer"):
+                        opt.zero_grad()
+                    backward(loss)
+                    reduce_and_step()
+                    total.add_(loss.detach().double() * int(totals[i]))  # the epoch's loss
+                counted_step(step_memo, model, params, x_in, blocks, train_step)
             wall, cpu = step_wall.stop().seconds(), step_cpu.stop().seconds()
             step_rows.append({"wall_s": wall, "cpu_s": cpu, "pull_cpu_s": pulls.cpu_s,
                               "reduce_wall_s": comm.seconds.get(GRAD_TAG, 0.0) - red0,
                               "seeds": int(seeds.size), "inputs": int(batch.inputs.size),
                               **pulls.as_dict(),
-                              **({"ledger": counts.to_dict()} if cfg.count_ops else {})})
+                              **({"ledger": counts} if cfg.count_ops else {})})
         extra = {**(strategy.on_epoch_end(epoch) or {}), **store.take_copied()}
         end_pulls = store.counters.take()
         if meter is not None:
             meter.epoch_end()
         wall, cpu = epoch_wall.stop().seconds(), epoch_cpu.stop().seconds()
+        for row in step_rows:       # the ledgers as JSON, outside the timed epoch
+            if "ledger" in row:
+                row["ledger"] = row["ledger"].to_dict()
         times.append({"wall_s": wall, "cpu_s": cpu, "comm_s": sum(
             v for k, v in comm.seconds.items() if k != GRAD_TAG),
             "reduce_s": comm.seconds.get(GRAD_TAG, 0.0),
@@ -182,15 +189,36 @@ def rank_main(comm, job: MiniBatchJob) -> dict:
     }
 
 
+def counted_step(memo: dict, model, params: list[torch.Tensor], x_in: torch.Tensor,
+                 blocks: list, fn):
+    """``fn()`` (the step's forward, loss, backward, gradient all-reduce and optimizer
+    step), its kernels counted as an affine function of the step's sizes
+    (``cdfgnn.cost.reuse.counted_affine``): the model (its parameters' shapes are the
+    run's), which parameters hold a gradient, the input's dtype and width fix the kernels; the input rows and each
+    block's output rows, input rows and nonzeros fix every count (each is such a size
+    times widths). A step with a size below 2 (where a size-1 dim may change a kernel's
+    path: contiguity) is counted op by op."""
+    if not oplog.active():
+        return fn()
+    sizes = (int(x_in.shape[0]), *(v for blk in blocks for v in (
+        blk.num_out, blk.num_in, int(blk.view.indptr[-1]))))
+    if min(sizes) < 2:
+        return fn()
+    key = (x_in.dtype, tuple(x_in.shape[1:]), x_in.requires_grad, x_in.is_contiguous(),
+           model.training, tuple(p.grad is not None for p in params),
+           tuple(blk.self_rows == blk.num_out for blk in blocks))
+    return counted_affine(memo, key, sizes, fn)
+
+
 def device_blocks(graph: Graph, batch, model, device, dtype) -> list:
     """The step's sampled blocks with their CSR matrices built. A GPU run of this track
     builds them on the host (DistDGL's samplers do too) and copies the matrix, its
     transpose (an attention layer, which has no norm: its arc list) and the input ids
     host -> device: that build is host work (not counted) and those copies are recorded
-    as ``copy`` entries, on every device. The build runs with the ledger's dispatch mode
-    off, not merely paused: its few dozen host ops would otherwise each pay the mode's
-    Python call."""
-    with oplog.paused(), _disable_current_modes():
+    as ``copy`` entries, on every device. The build runs paused, which hides its few
+    dozen host ops from the counting mode (they would otherwise each pay its Python
+    call)."""
+    with oplog.paused():
         blocks = blocks_from_arrays(graph, batch.srcs, batch.structure, device, dtype)
         copied = [blk.input_ids for blk in blocks]
         for blk, layer in zip(blocks, model.layers):

@@ -1,0 +1,286 @@
+"""Counting repeated work once: the operation ledger's shortcuts.
+
+Counting an aten op costs a Python call (:mod:`cdfgnn.cost.ledger`), a few microseconds,
+so a region of many small kernels (a sampled step of batch 50, a part of a few hundred
+vertices) costs more to count than to run. Work that repeats is therefore counted once
+and its counts reused, and the ledger is still the one counting every op gives, to the
+integer:
+
+* :func:`counted_once` ``(memo, key, fn)``: ``fn``'s kernels, and their shapes, are a
+  function of ``key`` (an optimizer step: the parameters' shapes; a part's training pass
+  under a method that declares a count key). The first call (after ``skip`` calls)
+  counts them op by op and keeps them by phase; later calls run ``fn`` hidden from the
+  counting mode and add the kept counts.
+* :func:`counted_affine` ``(memo, key, theta, fn)``: ``fn``'s kernels are a function of
+  ``key`` and every count is an affine function of the integer vector ``theta`` (a
+  sampled step: the kernels follow the model and the flags in ``key``; their shapes are
+  the step's rows and nonzeros, and each count is a sum of such sizes times widths and
+  element sizes that ``key`` fixes). Calls are counted op by op until counted calls at
+  affinely independent ``theta`` determine the map (exact rational arithmetic, no
+  rounding) and it has predicted :data:`VERIFY` further counted calls exactly. Then
+  calls whose ``theta`` lies in the span of those run hidden and add the predicted
+  counts, and every :data:`CHECK`-th of them is counted op by op again and compared. A
+  prediction that misses while learning marks the key as not affine (counted op by op
+  from then on, with a warning); one that misses at a check raises, since calls
+  predicted before it may be wrong: the caller's key misses something the kernels
+  depend on.
+
+Phases: a region's counts keep the phases they fell in (layer hooks switch phases inside
+it); counts in the phase the region started in are replayed under the caller's phase,
+and after a replay this thread's phase is the one the region ended in. A region must
+not switch ledgers (:func:`cdfgnn.cost.ledger.into`) inside.
+
+:func:`exhaustive` (or ``CDFGNN_LEDGER_EXHAUSTIVE=1`` in the environment of a process)
+turns both shortcuts off, so tests can compare them with counting every op.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from contextlib import contextmanager
+from fractions import Fraction
+from typing import Callable, Hashable, Iterator, Sequence, TypeVar
+
+import numpy as np
+
+from cdfgnn.cost.ledger import (FIELDS, Ledger, active, current, current_phase, into,
+                                paused, set_phase)
+
+T = TypeVar("T")
+
+#: counted calls an affine fit must predict exactly before it is used
+VERIFY = 2
+#: one predicted call in CHECK is counted op by op and compared
+CHECK = 256
+_NF = len(FIELDS)
+_SHORTCUTS = {"on": os.environ.get("CDFGNN_LEDGER_EXHAUSTIVE", "") != "1"}
+
+
+@contextmanager
+def exhaustive() -> Iterator[None]:
+    """Count every op inside (no shortcut reuses counts), on every thread of the process."""
+    prev, _SHORTCUTS["on"] = _SHORTCUTS["on"], False
+    try:
+        yield
+    finally:
+        _SHORTCUTS["on"] = prev
+
+
+def _shortcut() -> bool:
+    """Counting, not paused, shortcuts on: the conditions of every shortcut."""
+    return _SHORTCUTS["on"] and active()
+
+
+# --------------------------------------------------------------------------- regions
+class _Kept:
+    """A region's counts: ``rows``, the (phase, kind) rows it touched (phase None: the
+    phase it started in), ``adds``, its nonzero counts as (row, field, value), and
+    ``end``, the phase it ended in (None: where it started)."""
+
+    __slots__ = ("rows", "adds", "end", "values")
+
+    def __init__(self, counted: Ledger, start: str, end: str):
+        self.rows, self.values = [], []
+        for ph, kind, vals in counted.rows():
+            self.rows.append((None if ph == start else ph, kind))
+            self.values += vals
+        self.adds = [(i // _NF, i % _NF, v) for i, v in enumerate(self.values) if v]
+        self.end = None if end == start else end
+
+    def signature(self) -> tuple:
+        """Which rows it holds and where it ends (equal for every call of one key)."""
+        return tuple(self.rows), self.end
+
+
+def _count(fn: Callable[[], T]) -> tuple[T, _Kept]:
+    """Run ``fn`` counting op by op into this thread's ledger; also return its counts."""
+    start, outer = current_phase(), current()
+    with into(Ledger()) as counted:
+        out = fn()
+    outer.merge(counted)
+    return out, _Kept(counted, start, current_phase())
+
+
+def _replay(rows: Sequence, adds, end: str | None, fn: Callable[[], T]) -> T:
+    """Run ``fn`` hidden from the counting mode; add its counts (``Ledger.defer``): every
+    (phase, kind) row of ``rows`` is made, ``adds`` (row, field, value) go into them."""
+    start = current_phase()
+    with paused():
+        out = fn()
+    current().defer(start, rows, adds)
+    set_phase(start if end is None else end)
+    return out
+
+
+def counted_once(memo: dict, key: Hashable, fn: Callable[[], T], skip: int = 0) -> T:
+    """Run ``fn()``, counting its kernels once per ``key`` (module docstring); returns
+    what ``fn`` returns. ``skip``: calls of a key counted op by op before the next one's
+    counts are kept (work that builds caches on its first call: a part's first training
+    pass makes its propagator's coefficients)."""
+    if not _shortcut():
+        return fn()
+    kept = memo.get(key)
+    if isinstance(kept, _Kept):
+        return _replay(kept.rows, kept.adds, kept.end, fn)
+    seen = kept or 0
+    if seen < skip:
+        memo[key] = seen + 1
+        return fn()
+    out, memo[key] = _count(fn)
+    return out
+
+
+# --------------------------------------------------------------------------- affine
+def _inverse(a: list[list[Fraction]]) -> list[list[Fraction]]:
+    """Inverse of a square invertible matrix (Gauss-Jordan over the rationals)."""
+    n = len(a)
+    m = [row[:] + [Fraction(int(i == j)) for j in range(n)] for i, row in enumerate(a)]
+    for c in range(n):
+        p = next(r for r in range(c, n) if m[r][c] != 0)
+        m[c], m[p] = m[p], m[c]
+        inv = 1 / m[c][c]
+        m[c] = [v * inv for v in m[c]]
+        for r in range(n):
+            if r != c and m[r][c] != 0:
+                f = m[r][c]
+                m[r] = [v - f * w for v, w in zip(m[r], m[c])]
+    return [row[n:] for row in m]
+
+
+def _matmul(a: list[list[Fraction]], b: list[list]) -> list[list[Fraction]]:
+    return [[sum((x * row[j] for x, row in zip(ar, b)), Fraction(0)) for j in range(len(b[0]))]
+            for ar in a]
+
+
+def _pivots(rows: list[list[Fraction]]) -> list[int] | None:
+    """Columns of a basis of the row space (row echelon), or None if the rows are
+    linearly dependent."""
+    m = [r[:] for r in rows]
+    cols, r0 = [], 0
+    for c in range(len(m[0])):
+        p = next((r for r in range(r0, len(m)) if m[r][c] != 0), None)
+        if p is None:
+            continue
+        m[r0], m[p] = m[p], m[r0]
+        for r in range(r0 + 1, len(m)):
+            if m[r][c] != 0:
+                f = m[r][c] / m[r0][c]
+                m[r] = [v - f * w for v, w in zip(m[r], m[r0])]
+        cols.append(c)
+        r0 += 1
+    return cols if r0 == len(m) else None
+
+
+class _Affine:
+    """One key's learnt map from ``[*theta, 1]`` to its region's counts.
+
+    With ``B`` the basis samples' ``[theta, 1]`` rows, ``Y`` their counts and ``A`` the
+    columns of ``B`` at ``pivots`` (invertible): ``t`` lies in the span of ``B`` iff
+    ``t[pivots] P == t`` with ``P = A^-1 B``, and then its counts are ``t[pivots] C``
+    with ``C = A^-1 Y`` (exact: ``P`` and ``C`` are rational; integer ones are kept as
+    int64 arrays)."""
+
+    def __init__(self):
+        self.signature: tuple | None = None      # rows and end phase of every call
+        self.rows: list = []                     # (phase, kind) of the counts' rows
+        self.basis_t: list[list[int]] = []
+        self.basis_y: list[list[int]] = []
+        self.pivots: list[int] = []
+        self.p = self.c = None                   # lists of Fractions
+        self.pc = None                           # [P | C] as int64, where integral
+        self.targets: list = []                  # (row, field) of C's nonzero columns
+        self.bound = 0                           # largest |sum| a count can reach per |t|
+        self.streak = 0                          # exact predictions of counted calls
+        self.since_check = 0
+        self.broken = False
+
+    # ---- learning
+    def add(self, t: list[int], y: list[int]) -> None:
+        rows = [[Fraction(v) for v in r] for r in self.basis_t + [t]]
+        if _pivots(rows) is None:       # in the span already (and predicted right)
+            return
+        self.basis_t.append(t)
+        self.basis_y.append(y)
+        self.pivots = _pivots([[Fraction(v) for v in r] for r in self.basis_t])
+        a_inv = _inverse([[Fraction(r[c]) for c in self.pivots] for r in self.basis_t])
+        p, c = _matmul(a_inv, self.basis_t), _matmul(a_inv, self.basis_y)
+        cols = [j for j in range(len(c[0])) if any(row[j] != 0 for row in c)]
+        self.targets = [(j // _NF, j % _NF) for j in cols]
+        c = [[row[j] for j in cols] for row in c]
+        self.p, self.c, self.pc = p, c, None
+        if all(v.denominator == 1 for row in p + c for v in row):
+            big = max((abs(int(v)) for row in p + c for v in row), default=0)
+            if big * len(self.pivots) < 2 ** 31:    # int64: |t| < 2^31 keeps sums exact
+                # [P | C] in one int64 matrix: one product gives the span check and counts
+                self.pc = np.array([[int(v) for v in rp + rc] for rp, rc in zip(p, c)],
+                                   dtype=np.int64)
+
+    # ---- predicting
+    def predict(self, t: list[int]) -> list[int] | None:
+        """The counts at ``t`` (of the nonzero columns: ``targets``), or None when ``t``
+        is outside the span learnt so far."""
+        if self.p is None:
+            return None
+        tc = [t[i] for i in self.pivots]
+        if self.pc is not None and max(map(abs, t)) < 2 ** 31:
+            out = (np.array(tc, dtype=np.int64) @ self.pc).tolist()
+            return out[len(t):] if out[:len(t)] == t else None
+        p, c = self.p, self.c
+        if [sum(x * row[j] for x, row in zip(tc, p)) for j in range(len(t))] != t:
+            return None
+        out = [sum(x * row[j] for x, row in zip(tc, c)) for j in range(len(self.targets))]
+        if any(Fraction(v).denominator != 1 for v in out):
+            return None
+        return [int(v) for v in out]
+
+    def compare(self, pred: list[int], values: list[int]) -> bool:
+        """Does ``pred`` (nonzero columns) give ``values`` (every column)?"""
+        full = [0] * len(values)
+        for (r, f), v in zip(self.targets, pred):
+            full[r * _NF + f] = v
+        return full == values
+
+
+def counted_affine(memo: dict, key: Hashable, theta: Sequence[int], fn: Callable[[], T]) -> T:
+    """Run ``fn()``, its counts learnt as an affine function of ``theta`` per ``key``
+    (module docstring); returns what ``fn`` returns."""
+    if not _shortcut():
+        return fn()
+    fit = memo.get(key)
+    if fit is None:
+        fit = memo[key] = _Affine()
+    if fit.broken:
+        return fn()
+    t = [int(v) for v in theta] + [1]
+    ready = fit.streak >= VERIFY
+    if ready and fit.since_check < CHECK:
+        pred = fit.predict(t)
+        if pred is not None:
+            fit.since_check += 1
+            return _replay(fit.rows, ((r, f, v) for (r, f), v in zip(fit.targets, pred)),
+                           fit.signature[1], fn)
+    pred = fit.predict(t)
+    out, kept = _count(fn)
+    fit.since_check = 0
+    sig = kept.signature()
+    if fit.signature is None:
+        fit.signature, fit.rows = sig, kept.rows
+    if sig != fit.signature or (pred is not None and not fit.compare(pred, kept.values)):
+        _mismatch(fit, key, ready)
+        return out
+    if pred is None:
+        fit.add(t, kept.values)
+        fit.streak = 0
+    else:
+        fit.streak += 1
+    return out
+
+
+def _mismatch(fit: _Affine, key: Hashable, predicting: bool) -> None:
+    fit.broken = True
+    if predicting:
+        raise RuntimeError(f"operation ledger: the counts of a region keyed {key!r} are not "
+                           "an affine function of its sizes (a counted call differs from "
+                           "the learnt map): counts predicted before it may be wrong")
+    warnings.warn(f"operation ledger: the counts of a region keyed {key!r} are not an affine "
+                  "function of its sizes; it is counted op by op", RuntimeWarning, stacklevel=3)
