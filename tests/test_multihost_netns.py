@@ -148,6 +148,10 @@ spec = importlib.util.spec_from_file_location("netns", sys.argv[3])
 netns = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(netns)   # alone: the package would import torch
 how = sys.argv[1]
+# Ctrl-C raises KeyboardInterrupt, as in a program started from a terminal (a parent
+# started in the background by a non-interactive shell passes SIGINT on as ignored)
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 with netns.two_hosts(tag=sys.argv[2]) as hosts:
     for h in (0, 1):
         subprocess.Popen(["ip", "netns", "exec", hosts.netns[h], "sleep", "300"],
