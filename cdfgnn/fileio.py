@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -52,3 +53,19 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, expect: str) -> dict:
     if not isinstance(spec, dict):
         raise CdfgnnError(f"{what}: expected a mapping of {expect}")
     return spec
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types for values that may hold numpy scalars, arrays or tuples (dict
+    keys become strings)."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj

@@ -48,6 +48,7 @@ import numpy as np
 
 from cdfgnn.data.graph import Graph
 from cdfgnn.errors import CdfgnnError
+from cdfgnn.fileio import jsonable
 from cdfgnn.partition.base import Partitioning, Topology
 
 # Below this many (vertex, part) cells a boolean bitmap beats sorting the keys.
@@ -201,7 +202,7 @@ def partition_stats(graph: Graph, partitioning: Partitioning) -> dict[str, Any]:
     stats: dict[str, Any] = {
         "dataset": graph.name, "method": partitioning.method, "kind": kind, "num_parts": p,
         "hosts": topo.hosts, "devices_per_host": topo.devices_per_host,
-        "topology": topo.label, "params": _jsonable(partitioning.params),
+        "topology": topo.label, "params": jsonable(partitioning.params),
         "seconds": float(partitioning.seconds), "num_nodes": n, "num_edges": m,
     }
     total = int(part_vertices.sum())
@@ -385,15 +386,3 @@ def replication_by_degree(graph: Graph, partitioning: Partitioning,
                      "expected_random": float(sum_exp[k] / c)})
     return rows
 
-
-def _jsonable(obj: Any) -> Any:
-    """Plain JSON types for params that may hold numpy scalars, arrays or tuples."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj

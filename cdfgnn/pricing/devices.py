@@ -31,7 +31,9 @@ import numpy as np
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.fileio import read_yaml_mapping
-from cdfgnn.pricing.hardware import get_gpu, load_gpu, profile_key, registered, split_devices
+# GROUPS: CaPGNN Table 4's nested groups (x2 = 2 R9, then T4, R6, G6 pairs are added)
+from cdfgnn.pricing.hardware import (GROUPS, get_gpu, load_gpu, parse_profiles,  # noqa: F401
+                                     profile_key, registered)
 from cdfgnn.registry import Registry
 
 ALPHA = 0.35
@@ -97,11 +99,6 @@ _register(DeviceProfile("gtx1660ti", _mean(.9791, 1.0084), _mean(.3370, .3447),
 _register(DeviceProfile("gtx1650", _mean(1.2730, 1.2755), _mean(.6316, .6330),
                         _mean(.1246, .1259), _mean(.1249, .1257), 0.0094, 4, "G5", _T1))
 
-#: CaPGNN Table 4's nested groups: x2 = 2 R9, then T4, R6, G6 pairs are added
-GROUPS: dict[str, list[str]] = {}
-_ORDER = ["rtx3090", "rtx3090", "a40", "a40", "rtx3060", "rtx3060", "gtx1660ti", "gtx1660ti"]
-for _k in range(2, 9):
-    GROUPS[f"x{_k}"] = _ORDER[:_k]
 
 
 def load_device(path: str | os.PathLike) -> DeviceProfile:
@@ -156,14 +153,7 @@ def derived_from_gpu(gpu) -> DeviceProfile:
 def parse_devices(spec: str | list | None, workers: int | None) -> list[DeviceProfile] | None:
     """One profile per rank from a group name (``x4``), a comma list, or None
     (``workers=None``: check the names only, e.g. a pipeline's train block)."""
-    items = split_devices(spec, workers)   # one name for every rank, a list, or a group
-    if items is None:
-        if workers is None and spec:
-            for s in (spec if isinstance(spec, list) else str(spec).split(",")):
-                if s.strip().lower() not in (*GROUPS, "table4"):
-                    get_device(s)
-        return None
-    return [get_device(s) for s in items]
+    return parse_profiles(spec, workers, get_device)
 
 
 def factors(profiles: list[DeviceProfile] | None, workers: int, alpha: float = ALPHA,

@@ -173,16 +173,22 @@ def split_devices(spec: str | list | None, workers: int | None) -> list[str] | N
     return [str(s) for s in items]
 
 
-def parse_gpus(spec: str | list | None, workers: int | None) -> list[GpuProfile] | None:
-    """One :class:`GpuProfile` per rank (None: ``spec`` empty, or names only checked)."""
+def parse_profiles(spec: str | list | None, workers: int | None, get):
+    """One profile per rank, ``get(name)`` for each item of :func:`split_devices` (None:
+    ``spec`` empty, or, with ``workers=None``, the names only checked, groups skipped)."""
     items = split_devices(spec, workers)
     if items is None:
         if workers is None and spec:
             for s in (spec if isinstance(spec, list) else str(spec).split(",")):
                 if s.strip().lower() not in (*GROUPS, "table4"):
-                    get_gpu(s)
+                    get(s)
         return None
-    return [get_gpu(s) for s in items]
+    return [get(s) for s in items]
+
+
+def parse_gpus(spec: str | list | None, workers: int | None) -> list[GpuProfile] | None:
+    """One :class:`GpuProfile` per rank (None: ``spec`` empty, or names only checked)."""
+    return parse_profiles(spec, workers, get_gpu)
 
 
 def run_gpus(spec: str | list | None, workers: int) -> tuple[list[GpuProfile], bool]:

@@ -28,6 +28,7 @@ from cdfgnn.data.graph import Graph
 from cdfgnn.data.stats import average_clustering, edge_homophily
 from cdfgnn.data.synthetic import TwinSpec, generate_from_spec, resolve_scale
 from cdfgnn.errors import CdfgnnError
+from cdfgnn.fileio import jsonable
 from cdfgnn.twins.fit import fit_locality
 from cdfgnn.twins.measure import Point, metis_counts
 
@@ -149,15 +150,6 @@ def twin_of(graph: Graph, scale: str | int, *, seed: int = 0, name: str | None =
               "points": [{"metric": pt.metric, "parts": pt.parts, "graph": pt.value, "twin": v}
                          for pt, v in zip(points, result.metis)],
               "fit_cpu_seconds": result.cpu_seconds, "cpu_seconds": time.process_time() - t0}
-    twin.meta["twin_of_graph"] = _jsonable(record)
+    twin.meta["twin_of_graph"] = jsonable(record)
     return twin, record
 
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
