@@ -113,8 +113,9 @@ def cuda_median(fn, reps: int = 20, warm: int = 3) -> float:
     return float(np.median(times))
 
 
-def predicted(fn, profile: str | None) -> tuple[float | None, dict]:
-    """The package's price of what ``fn`` issues, counted by the ledger."""
+def predicted(fn, profile: str | None, share=None) -> tuple[float | None, dict]:
+    """The package's price of what ``fn`` issues, counted by the ledger; ``share``: the
+    column locality of its sparse matrix (cdfgnn.partition.locality)."""
     from cdfgnn.pricing.hardware import get_gpu
     from cdfgnn.cost.ledger import Ledger, counting
     from cdfgnn.pricing.roofline import price
@@ -125,10 +126,11 @@ def predicted(fn, profile: str | None) -> tuple[float | None, dict]:
     totals = led.totals()
     if profile is None:
         return None, totals
-    return price(led, get_gpu(profile))["total"], totals
+    return price(led, get_gpu(profile), share=share)["total"], totals
 
 
 def stage_kernels(report: Report) -> None:
+    from cdfgnn.partition.locality import arc_share
     from cdfgnn.data.datasets import get_graph
     from cdfgnn.models.propagate import SparseMatrix, norm_values
 
@@ -143,10 +145,11 @@ def stage_kernels(report: Report) -> None:
           f"{x.shape[1]} features (built in {time.perf_counter() - t0:.1f} s)", flush=True)
     gen = torch.Generator(device=dev)
     gen.manual_seed(0)
+    share = arc_share(g.indices, g.num_nodes)
     for w in WIDTHS:
         h = torch.randn(g.num_nodes, w, device=dev, generator=gen)
         fn = lambda: sm @ h  # noqa: E731
-        pred, _ = predicted(fn, report.profile)
+        pred, _ = predicted(fn, report.profile, share)
         report.row("kernels", f"SpMM {g.num_nodes}x{g.num_nodes} ({len(g.indices)} arcs) "
                    f"x width {w}", cuda_median(fn), pred, width=w, nnz=int(len(g.indices)))
     for w in WIDTHS:

@@ -493,6 +493,7 @@ def halo_source(dataset: str, regime: str, parts: int, scale: int, cache: Path,
         out["halo_rows"] *= copies * ds.nodes / out["halo_rows"].sum()
     out["source"] = (f"published halo copies {copies}, twin pattern" if copies is not None
                      else f"twin {ds.twin} at {th.nodes} vertices")
+    out["arc_share"] = th.arc_share          # per part: its matrix's column locality
     return out
 
 
@@ -504,7 +505,8 @@ def even_counts(ds: Dataset, parts: int, copies: float) -> dict:
     np.fill_diagonal(halo, 0.0)
     return {"owned": np.full(parts, n), "labelled": np.full(parts, n),
             "inner_arcs": np.full(parts, ds.arcs / parts), "halo_arcs": np.zeros(parts),
-            "halo_rows": halo, "source": f"published halo copies {copies}, even parts"}
+            "halo_rows": halo, "source": f"published halo copies {copies}, even parts",
+            "arc_share": [None] * parts}
 
 
 # ----------------------------------------------------------------------------- counts
@@ -546,13 +548,17 @@ def rank_shapes(stats: dict, rate: float):
 
 
 def rank_inputs(ledger, bytes_to, msgs_to, p: int, n_params: int, r: int,
-                overlap: bool) -> dict:
-    """One rank's epoch counts in the record's form (cdfgnn.pricing.epoch)."""
+                overlap: bool, share=None) -> dict:
+    """One rank's epoch counts in the record's form (cdfgnn.pricing.epoch); ``share``:
+    the column locality of its aggregation matrix (None: not known, priced uniform)."""
     from cdfgnn.pricing.cluster import allreduce_traffic
     red_b, red_m = allreduce_traffic(p, n_params)
-    return {"ledger": ledger.to_dict(), "vertex_bytes": [float(b) for b in bytes_to],
-            "vertex_msgs": [float(m) for m in msgs_to], "other_bytes": red_b[r],
-            "other_msgs": red_m[r], "overlap": bool(overlap)}
+    out = {"ledger": ledger.to_dict(), "vertex_bytes": [float(b) for b in bytes_to],
+           "vertex_msgs": [float(m) for m in msgs_to], "other_bytes": red_b[r],
+           "other_msgs": red_m[r], "overlap": bool(overlap)}
+    if share is not None:
+        out["arc_share"] = list(share)
+    return out
 
 
 # ----------------------------------------------------------------------------- prepared
@@ -566,7 +572,7 @@ class Prepared:
     gpus: tuple = ()
     link: object = None
     topology: object = None
-    kernel: tuple | None = None       # (kind, fields, gpu) of a one-kernel row
+    kernel: tuple | None = None       # (kind, fields, gpu, column locality) of a kernel row
     note: str = ""
 
     def cluster(self, eff):
@@ -579,8 +585,8 @@ class Prepared:
         from cdfgnn.pricing.roofline import op_seconds
         want = self.row.published
         if self.kernel is not None:
-            kind, fields, gpu = self.kernel
-            return {"kernel": op_seconds(kind, fields, gpu, eff)}
+            kind, fields, gpu, share = self.kernel
+            return {"kernel": op_seconds(kind, fields, gpu, eff, share)}
         m = price_counts(self.inputs, self.cluster(eff))
         if "single-GPU epoch" in want:
             return {"single-GPU epoch": m["epoch_s"]}
@@ -600,12 +606,12 @@ class Prepared:
         from cdfgnn.pricing.roofline import op_seconds, price
         secs = []
         for gpu, rk in zip(self.gpus, self.inputs["ranks"]):
-            led = rk["patterns"][0]["ledger"]
+            led, share = rk["patterns"][0]["ledger"], rk["patterns"][0].get("arc_share")
             if kind == "spmm":
-                secs.append(sum(op_seconds("spmm", kinds["spmm"], gpu, eff)
+                secs.append(sum(op_seconds("spmm", kinds["spmm"], gpu, eff, share)
                                 for _, kinds in sorted(led.items()) if "spmm" in kinds))
             else:
-                secs.append(sum(v for ph, v in price(led, gpu, eff).items()
+                secs.append(sum(v for ph, v in price(led, gpu, eff, share).items()
                                 if ph.startswith(("fwd/", "bwd/"))))
         return float(np.mean(secs))
 
@@ -624,14 +630,14 @@ def prepare_epoch_row(row: Row, ctx: "Context") -> Prepared:
     if f["model"] in COPY_MODELS:
         if f["model"] == "copy-d2d":      # read + write in device memory
             return Prepared(row, kernel=("elementwise", {"calls": 1, "bytes": 2 * COPY_BYTES},
-                                         gpu))
-        return Prepared(row, kernel=("copy", {"calls": 1, "bytes": COPY_BYTES}, gpu))
+                                         gpu, None))
+        return Prepared(row, kernel=("copy", {"calls": 1, "bytes": COPY_BYTES}, gpu, None))
     ds = DATASETS.get(f["dataset"])
     if ds is None:
         raise Skip("dataset", f["dataset"], f"no statistics; known: {', '.join(DATASETS)}")
     if f["gpus"] == 1:                    # one rank holding the whole graph
         return one_gpu(row, gpu, f["system"], ds.nodes, ds.arcs + ds.nodes, ds.features,
-                       ds.classes)
+                       ds.classes, ctx.whole_graph_share(f["dataset"]))
     system = system_of(f["system"])
     shape = model_shape(f, system, ds.features, ds.classes)
     topology = Topology.for_workers(f["gpus"], f["hosts"])
@@ -649,7 +655,8 @@ def prepare_epoch_row(row: Row, ctx: "Context") -> Prepared:
     for r, rank in enumerate(shapes):
         to_b, to_m = est.halo_traffic(shape, halo, r)
         items.append(rank_inputs(est.estimate_ledger(shape, rank), to_b, to_m, f["gpus"],
-                                 n_params, r, system.pipeline))
+                                 n_params, r, system.pipeline,
+                                 (stats.get("arc_share") or [None] * f["gpus"])[r]))
     from cdfgnn.pricing.epoch import compact
     return Prepared(row, inputs=compact([items], [0]), gpus=(gpu,) * f["gpus"], link=link,
                     topology=topology, note=f"{regime}, halos: {stats['source']}")
@@ -661,11 +668,11 @@ def prepare_single_row(row: Row, ctx: "Context") -> Prepared:
     gpu = _card(row.card, card_profile, "card")
     # arcs as the code aggregates them (the file: self loops included where added)
     return one_gpu(row, gpu, f["system"], f["vertices"], f["arcs"], f["features"],
-                   f["classes"])
+                   f["classes"], ctx.whole_graph_share(f["dataset"]))
 
 
 def one_gpu(row: Row, gpu, system: str, n: int, arcs: int, features: int,
-            classes: int) -> Prepared:
+            classes: int, share=None) -> Prepared:
     """A one-GPU epoch: one rank holding the whole graph, the system's layer order."""
     from cdfgnn.partition.base import Topology
     from cdfgnn.pricing.epoch import compact
@@ -685,7 +692,7 @@ def one_gpu(row: Row, gpu, system: str, n: int, arcs: int, features: int,
                            linear=layers if f["model"] == "sgc" else 0)
     rank = est.RankShape(out_rows=n, in_rows=n, nnz=arcs, self_rows=n, label_rows=n,
                          send_rows=0, recv_rows=0)
-    item = rank_inputs(est.estimate_ledger(shape, rank), [0.0], [0.0], 1, 0, 0, False)
+    item = rank_inputs(est.estimate_ledger(shape, rank), [0.0], [0.0], 1, 0, 0, False, share)
     topology = Topology(1, 1)
     link = link_profile(parse_interconnect("none"), "nccl", gpu, topology)
     return Prepared(row, inputs=compact([[item]], [0]), gpus=(gpu,), link=link,
@@ -699,7 +706,8 @@ def prepare_kernel_row(row: Row, ctx: "Context") -> Prepared:
     n, nnz, w = f["vertices"], f["arcs"], f["width"]
     fields = {"calls": 1, "flops": 2 * nnz * w, "nnz": nnz, "nnz_w": nnz * w,
               "rows_w": n * w, "cols_w": n * w}
-    return Prepared(row, kernel=("spmm" if f["dtype"] == "fp32" else "spmm_fp64", fields, gpu))
+    return Prepared(row, kernel=("spmm" if f["dtype"] == "fp32" else "spmm_fp64", fields, gpu,
+                                 ctx.whole_graph_share(f["graph"])))
 
 
 def _card(text: str, card_profile, col: str):
@@ -726,6 +734,19 @@ class Context:
     def halos(self, dataset: str, regime: str, parts: int) -> dict:
         return halo_source(dataset, regime, parts, self.scale, self.cache, self.data_dir,
                            self.log)
+
+    def whole_graph_share(self, name: str):
+        """The column locality of a whole graph's aggregation matrix: its twin's at
+        ``scale`` vertices (a dataset of :data:`DATASETS` or a twin's own name), None for
+        a graph without one (priced uniform)."""
+        from cdfgnn.data.synthetic import TWINS
+        twin = DATASETS[name].twin if name in DATASETS else name if name in TWINS else ""
+        if not twin:
+            return None
+        from cdfgnn.twins.halo import twin_halo
+        th = twin_halo(twin, 1, "transductive", nodes=self.scale, seed=SEED,
+                       cache_dir=self.cache, graphs=_TWIN_GRAPHS)
+        return th.arc_share[0]
 
 
 PREPARERS = {"epoch": prepare_epoch_row, "single": prepare_single_row,

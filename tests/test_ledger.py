@@ -23,7 +23,7 @@ from cdfgnn.train.record import validate_record
 from cdfgnn.train.run import run_training
 
 EFF = Efficiency(dense_flop=0.5, use_tf32=False, stream_bw=0.5, spmm_bw=0.5, spmm_reuse=0.0,
-                 launch=1.0, host_copy_bw=0.5)
+                 l2_bw=2.0, launch=1.0, host_copy_bw=0.5)
 
 
 def _cfg(graph_file, **kw):
@@ -132,10 +132,37 @@ def test_spmm_traffic_uses_the_graphs_reuse():
     none = spmm_bytes(f, gpu, EFF)
     assert none == 4 * 6400 + 4 * 6400 + 4 * (64000 - 6400) + 12 * 1000
     full = spmm_bytes(f, gpu, EFF.but(spmm_reuse=1.0))      # 25.6 KB input fits in 6 MB
-    assert full == 4 * 6400 + 4 * 6400 + 12 * 1000
+    # every repeated read from L2, at l2_bw (2) times the DRAM bandwidth
+    assert full == 4 * 6400 + 4 * 6400 + 4 * (64000 - 6400) / 2.0 + 12 * 1000
+    assert spmm_bytes(f, gpu, EFF.but(spmm_reuse=1.0, l2_bw=1.0)) == none
     big = {**f, "cols_w": 10 ** 8, "nnz_w": 10 ** 9}         # 400 MB input: L2 holds 1.5%
     part = spmm_bytes(big, gpu, EFF.but(spmm_reuse=1.0))
     assert 4 * (10 ** 9 - 10 ** 8) * 0.98 < part - 4 * 6400 - 4 * 10 ** 8 - 12000 < 4 * 9e8
+
+
+def test_spmm_traffic_follows_the_matrixs_column_locality():
+    """A skewed matrix (a few columns take most reads) gets more from the same L2 than a
+    uniform one; the uniform curve prices as no curve; 1 - hit + hit / l2_bw per read."""
+    from cdfgnn.partition.locality import arc_share, share_at
+    gpu = get_gpu("rtx3090")
+    cols, w = 100_000, 256                      # 102 MB of input rows: L2 holds 6/102
+    f = {"calls": 1, "nnz": 10 ** 7, "nnz_w": 256 * 10 ** 7, "rows_w": cols * w,
+         "cols_w": cols * w, "flops": 0}
+    uniform = arc_share(np.arange(10 ** 7) % cols, cols)
+    rng = np.random.default_rng(0)
+    skewed = arc_share(np.minimum(rng.zipf(1.6, 10 ** 7) - 1, cols - 1), cols)
+    eff = EFF.but(spmm_reuse=1.0)
+    q = gpu.l2_mb * 1e6 / (4 * cols * w)
+    assert share_at(uniform, q) == pytest.approx(q, rel=0.02)
+    assert share_at(skewed, q) > 0.5
+    flat = 4 * cols * w * 2 + 12 * 10 ** 7
+    for curve in (None, uniform, skewed):
+        hit = share_at(curve, q)
+        assert spmm_bytes(f, gpu, eff, share=curve) == pytest.approx(
+            flat + 4 * (256 * 10 ** 7 - cols * w) * (1 - hit + hit / 2.0))
+    assert spmm_bytes(f, gpu, eff, share=uniform) == pytest.approx(spmm_bytes(f, gpu, eff),
+                                                                   rel=0.01)
+    assert spmm_bytes(f, gpu, eff, share=skewed) < 0.8 * spmm_bytes(f, gpu, eff)
 
 
 def test_float64_products_use_the_fp64_peaks():
@@ -306,6 +333,12 @@ def test_train_devices_records_the_device_model(graph_file, tmp_path, capsys):
     assert rec["summary"]["modelled_epoch_time_s"] > 0 and rec["model_time"]["profile"]
     assert rec["model_time"]["slowdown"] == [1.0, 1.0]
     assert all(row["device_s"] > 0 for row in rec["epochs"])
+    # each rank's counts carry its aggregation matrix's column locality, the curve the
+    # SpMM pricing reads (cdfgnn.partition.locality)
+    for rk in dev["inputs"]["ranks"]:
+        for pat in rk["patterns"]:
+            curve = pat["arc_share"]
+            assert curve[0] == 1.0 and curve == sorted(curve, reverse=True)
     # a plain run names its default profile
     assert main(["train", "--graph", graph_file, "--epochs", "2", "--warmup", "1",
                  "--hidden", "8", "--workers", "2"]) == 0

@@ -16,7 +16,7 @@ from cdfgnn.pricing.interconnect import link_profile, parse_interconnect, with_h
 from cdfgnn.pricing.roofline import host_copy_rate
 
 EFF = Efficiency(dense_flop=0.5, use_tf32=False, stream_bw=0.5, spmm_bw=0.5, spmm_reuse=0.0,
-                 launch=1.0, host_copy_bw=0.5, link_gloo=0.25, link_nccl=0.8)
+                 l2_bw=2.0, launch=1.0, host_copy_bw=0.5, link_gloo=0.25, link_nccl=0.8)
 
 
 # ------------------------------------------------------------------ card names

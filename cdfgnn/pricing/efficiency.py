@@ -7,14 +7,16 @@ device columns, ``cdfgnn compare``, ``benchmarks/time_model.py``) reads it with
 writes the file with :func:`write_efficiency`.
 
 Kernel constants (:mod:`cdfgnn.pricing.roofline`): ``dense_flop``, ``use_tf32``,
-``stream_bw``, ``spmm_bw``, ``spmm_reuse``, ``launch``, ``host_copy_bw``. Network
+``stream_bw``, ``spmm_bw``, ``spmm_reuse``, ``l2_bw``, ``launch``, ``host_copy_bw``. Network
 constants (:mod:`cdfgnn.pricing.cluster`): ``link_gloo`` and ``link_nccl``, the
 fraction of a link's nominal bandwidth an exchange over that backend sustains (gloo:
 every hop of its host-staged path; nccl: the device-to-device or network link).
 
 :data:`FIT_BOUNDS` are the physical ranges a fit may move them in: a dense product at
 most 80% of the peak, a bandwidth at most its nominal figure. ``spmm_bw`` is a fraction
-of DRAM bandwidth for the traffic the L2 does not serve, so it is bounded by 1 too.
+of DRAM bandwidth for the traffic the L2 does not serve, so it is bounded by 1 too;
+``l2_bw``, the L2's bandwidth over DRAM's for the reads it serves, between 1 and 4 (about
+2.9 on a V100: arXiv:1804.06826, ch. 3).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ EFFICIENCY_FILE = Path(__file__).with_name("efficiency.yaml")
 FRACTIONS = ("dense_flop", "stream_bw", "spmm_bw", "host_copy_bw", "link_gloo", "link_nccl")
 #: the range a fit may give each constant (low, high)
 FIT_BOUNDS = {"dense_flop": (0.05, 0.8), "stream_bw": (0.1, 1.0), "spmm_bw": (0.05, 1.0),
-              "spmm_reuse": (0.0, 1.0), "host_copy_bw": (0.05, 1.0), "launch": (0.5, 10.0),
+              "spmm_reuse": (0.0, 1.0), "l2_bw": (1.0, 4.0), "host_copy_bw": (0.05, 1.0), "launch": (0.5, 10.0),
               "link_gloo": (0.01, 1.0), "link_nccl": (0.01, 1.0)}
 #: the backends a link efficiency is kept for; a host-staged link profile is gloo's
 BACKENDS = ("gloo", "nccl")
@@ -44,6 +46,7 @@ class Efficiency:
     stream_bw: float       # fraction of memory bandwidth: elementwise, gather, codec, cache
     spmm_bw: float         # fraction of memory bandwidth an SpMM sustains
     spmm_reuse: float      # largest fraction of repeated SpMM input reads served by L2
+    l2_bw: float           # L2 bandwidth / DRAM bandwidth for the reads the L2 serves
     launch: float          # multiplier on the profile's launch latency
     host_copy_bw: float    # fraction of the host link's bandwidth for D2H / H2D copies
     link_gloo: float = 1.0  # fraction of nominal bandwidth a gloo exchange sustains
@@ -57,6 +60,8 @@ class Efficiency:
                 raise CdfgnnError(f"efficiency {key} must be a number in (0, 1.5], got {v!r}")
         if not (_number(self.spmm_reuse) and 0 <= self.spmm_reuse <= 1):
             raise CdfgnnError(f"efficiency spmm_reuse must be in [0, 1], got {self.spmm_reuse!r}")
+        if not (_number(self.l2_bw) and self.l2_bw >= 1):
+            raise CdfgnnError(f"efficiency l2_bw must be a number >= 1, got {self.l2_bw!r}")
         if not (_number(self.launch) and self.launch >= 0):
             raise CdfgnnError(f"efficiency launch must be a number >= 0, got {self.launch!r}")
         if not isinstance(self.use_tf32, bool):

@@ -82,6 +82,8 @@ def collect_inputs(results: list[dict], epochs: Sequence[int]) -> dict[str, Any]
                                 else {}, res["times"][e].get("overlap", False), p)
             if res.get("part_ledgers"):   # a rank holding several parts: each part's counts
                 item["part_ledgers"] = res["part_ledgers"][e]
+            if res.get("arc_share"):      # its aggregation matrix's column locality
+                item["arc_share"] = res["arc_share"]
             row.append(item)
         rows.append(row)
     return compact(rows, epochs)
@@ -107,11 +109,13 @@ class Pricer:
     def __init__(self, gpu: GpuProfile, eff: Efficiency):
         self.gpu, self.eff, self._memo = gpu, eff, {}
 
-    def phases(self, ledger: dict) -> dict[str, float]:
-        """Seconds per phase of a ledger in its dict form (``Ledger.to_dict``)."""
-        key = json.dumps(ledger, sort_keys=True)
+    def phases(self, ledger: dict, share: Sequence[float] | None = None) -> dict[str, float]:
+        """Seconds per phase of a ledger in its dict form (``Ledger.to_dict``); ``share``:
+        the column locality of the rank's aggregation matrix (None: uniform)."""
+        key = json.dumps([ledger, share], sort_keys=True)
         if key not in self._memo:
-            self._memo[key] = price(ledger, self.gpu, self.eff) if ledger else {"total": 0.0}
+            self._memo[key] = (price(ledger, self.gpu, self.eff, share) if ledger
+                               else {"total": 0.0})
         return self._memo[key]
 
 
@@ -138,7 +142,7 @@ def device_model(inputs: dict, cluster: Cluster, timed: Sequence[int] | None = N
         recv = {k: np.sum([r[f"{k}_bytes"] for r in ranks], axis=0) for k in ("vertex", "other")}
         worst, hidden, sums = 0.0, 0.0, {}
         for r, item in enumerate(ranks):
-            phases = pricers[r].phases(item["ledger"])
+            phases = pricers[r].phases(item["ledger"], item.get("arc_share"))
             side = sum(v for k, v in phases.items() if k in COMM_SIDE)
             compute = phases["total"] - side
             vertex = side + cluster.send_seconds(r, item["vertex_bytes"], item["vertex_msgs"],
@@ -198,5 +202,7 @@ def _part_compute_max(pricer: Pricer, item: dict, phases: dict[str, float]) -> f
         return sum(v for k, v in priced.items()
                    if k != "total" and k not in COMM_SIDE and k not in STEP_PHASES)
     if "part_ledgers" in item:
-        return max((compute(pricer.phases(led)) for led in item["part_ledgers"]), default=0.0)
+        share = item.get("arc_share")
+        return max((compute(pricer.phases(led, share)) for led in item["part_ledgers"]),
+                   default=0.0)
     return compute(phases)

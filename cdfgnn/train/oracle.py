@@ -13,6 +13,7 @@ import time
 import numpy as np
 import torch
 
+from cdfgnn.partition.locality import arc_share
 from cdfgnn.data.graph import Graph
 from cdfgnn.models.propagate import FullGraphPropagator, Propagator
 from cdfgnn.sampling.blocks import sample_block_arrays
@@ -50,7 +51,8 @@ def train_full_graph(graph: Graph, cfg: TrainConfig) -> dict:
     res = run_epochs(model, [TrainPart(prop, full_graph_data(graph, device, dtype))],
                      epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
                      eval_every=cfg.eval_every, count_ops=cfg.count_ops)
-    return {**result_dict(res), "max_memory_allocated_mb": device_peak_mb(device)}
+    return {**result_dict(res), "max_memory_allocated_mb": device_peak_mb(device),
+            "arc_share": arc_share(graph.indices, graph.num_nodes, graph.num_nodes)}
 
 
 def result_dict(res: LoopResult) -> dict:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from cdfgnn.comm.launcher import preload_in_ranks
+from cdfgnn.partition.locality import arc_share, combine
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
 from cdfgnn.methods.base import RankContext
@@ -178,6 +179,8 @@ def rank_main(comm, job: RankJob) -> dict:
         "owned_rows": sum(b.num_owned for b in books),
         "parts": mine,
         "sync_rows": _sync_rows(books),
+        "arc_share": combine([arc_share(b.adj_indices, b.num_local, b.adj_rows)
+                              for b in books], [len(b.adj_indices) + b.adj_rows for b in books]),
     }
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cdfgnn.partition.locality import share_of_reads
 from cdfgnn.data.graph import csr_from_sorted_pairs
 from cdfgnn.data.synthetic import GENERATOR, TWINS, twin_edges, twin_split
 from cdfgnn.errors import CdfgnnError
@@ -37,6 +38,8 @@ from cdfgnn.twins.measure import induced
 REGIMES = ("transductive", "inductive")
 DEFAULT_NODES = 100_000
 DEFAULT_CACHE = Path("results") / "twins" / "halo"
+#: what a cached count holds (2: each part's column locality, ``arc_share``)
+COUNTS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class TwinHalo:
     inner_arcs: list[int]        # arcs into part r whose source r owns
     halo_arcs: list[int]         # arcs into part r whose source another part owns
     halo_rows: list[list[int]]   # [r][q]: distinct rows part r needs from part q
+    arc_share: list              # per part: its aggregation matrix's column locality
 
     @property
     def halo_rows_per_owned_row(self) -> list[float]:
@@ -98,12 +102,30 @@ def twin_halo(dataset: str, parts: int, regime: str = "transductive", *,
     node_parts = metis_node_parts(indptr, indices, int(parts), seed=0, objective=objective)
     c = halo_counts(indptr, indices, node_parts, int(parts), labelled=labelled)
     counts = {k: c[k] for k in ("owned", "labelled", "inner_arcs", "halo_arcs", "halo_rows")}
+    counts["arc_share"] = part_arc_shares(indptr, indices, node_parts, int(parts))
     real = spec.real_num_nodes
     out = TwinHalo(dataset=dataset, parts=int(parts), regime=regime, objective=objective,
                    nodes=nodes, part_nodes=int(indptr.shape[0] - 1),
                    arcs=int(indices.shape[0]), scale=(real / nodes) if real else 1.0, **counts)
     if path is not None:
         atomic_write_json(path, asdict(out))
+    return out
+
+
+def part_arc_shares(indptr: np.ndarray, indices: np.ndarray, node_parts: np.ndarray,
+                    p: int) -> list:
+    """Per part, the column locality (:func:`cdfgnn.partition.locality.share_of_reads`) of its
+    aggregation matrix: rows its vertices, columns its vertices and their halo, one read
+    per arc into its rows and one per self loop (the GCN aggregation's)."""
+    n = indptr.shape[0] - 1
+    node_parts = np.asarray(node_parts, dtype=np.int64)
+    row_part = np.repeat(node_parts, np.diff(indptr))
+    out = []
+    for r in range(p):
+        reads = np.bincount(indices[row_part == r], minlength=n)
+        mine = node_parts == r
+        reads[mine] += 1
+        out.append(share_of_reads(reads[(reads > 0) | mine]))
     return out
 
 
@@ -123,5 +145,6 @@ def _partitioned_graph(spec, nodes: int, seed: int, regime: str):
 def _key(spec, nodes: int, seed: int, regime: str, parts: int, objective: str) -> str:
     blob = json.dumps({"generator": GENERATOR, "spec": asdict(spec), "nodes": nodes,
                        "seed": seed, "regime": regime, "parts": parts,
-                       "objective": objective}, sort_keys=True, default=str)
+                       "objective": objective, "counts": COUNTS_VERSION},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
