@@ -2,6 +2,8 @@
 (cdfgnn/cost/ledger.py: paused, op, free): the counts are those of counting every op."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -127,6 +129,30 @@ def test_counted_affine_predicts_the_counts_of_counting_every_op(sizes, width):
         assert predicted > 0
 
 
+def test_counted_affine_predicts_in_integers_over_a_common_denominator(monkeypatch):
+    """A size that is a constant multiple of the constant column (a batch of 50 seeds)
+    puts 1/50 into the map: it is kept as integers over their common denominator, and
+    its predictions are those of counting every op."""
+    w = torch.randn(3, 5)
+
+    def fn_of(n):
+        x = torch.randn(n, 3)
+        return lambda: (x @ w).relu().sum()
+    every, short, memo = Ledger(), Ledger(), {}
+    sizes = [7, 9, 12, 20, 31, 8, 15, 44, 3]
+    with oplog.counting(every, "s"):
+        for n in sizes:
+            fn_of(n)()
+    spy = _Spy(monkeypatch)
+    with oplog.counting(short, "s"):
+        for n in sizes:
+            reuse.counted_affine(memo, "k", (50, n), fn_of(n))
+    assert short == every
+    fit = memo["k"]
+    assert fit.den == 50 and fit.pc is not None
+    assert spy.n < 4 * len(sizes)          # some calls were predicted, not counted
+
+
 def test_counted_affine_is_not_used_where_counts_are_not_affine():
     w = torch.randn(3, 3)
 
@@ -230,9 +256,13 @@ def test_layer_marks_are_skipped_while_paused():
 
 # ------------------------------------------------------------------ every method
 def _declares(name: str) -> bool:
+    """Declares a count key that needs no setup and fixes the counts (count_sizes None:
+    counted once per key, reused from a part's third pass)."""
     cls = METHODS.get(name)
-    return cls.track == "full-batch" and any(
-        build_strategy(name).count_key(e) is not None for e in range(3))
+    method = build_strategy(name)
+    return cls.track == "full-batch" and all(method.count_sizes(e) is None
+                                             for e in range(3)) and any(
+        method.count_key(e) is not None for e in range(3))
 
 
 @pytest.mark.parametrize("name", [m for m in METHODS.names() if _declares(m)])
@@ -248,3 +278,90 @@ def test_methods_that_declare_a_count_key_count_as_every_op(name, graph_file):
     with reuse.exhaustive():
         every = run_training(TrainConfig(**kw))["model_time"]["device"]["inputs"]
     assert short == every
+
+
+# ------------------------------------------------------------------ live work
+def test_live_work_is_counted_every_time_and_kept_out_of_the_reused_counts(monkeypatch):
+    """A region whose middle follows a value (a cache hit: 1 or 3 kernels) counts it in
+    a live section: the ledger of counting every op, with the region reused."""
+    x, w = torch.randn(6, 3), torch.randn(3, 4)
+
+    def region(hits: int):
+        def fn():
+            oplog.set_phase("fwd/L0")
+            h = x @ w
+            reuse.live("fwd/L0", lambda: [h.add(1) for _ in range(hits)])
+            oplog.set_phase("bwd/L0")
+            return h.sum()
+        return fn
+    pattern = [1, 3, 3, 1, 1, 3, 1, 3]
+    every, short, memo = Ledger(), Ledger(), {}
+    with oplog.counting(every, "s"):
+        for k in pattern:
+            oplog.set_phase("s")
+            region(k)()
+    spy = _Spy(monkeypatch)
+    with oplog.counting(short, "s"):
+        for i, k in enumerate(pattern):
+            oplog.set_phase("s")
+            before = spy.n
+            reuse.counted_affine(memo, "k", (), region(k), skip=1)
+            assert oplog._STATE.phase == "bwd/L0"
+            # skipped, learnt, verified twice: every op; then only the live ones
+            assert spy.n - before == (2 + k if i < 4 else k), i
+    assert short == every
+    assert short.get("fwd/L0", "elementwise")["calls"] == sum(pattern)
+
+
+def test_live_work_must_run_in_the_phase_it_declares():
+    with oplog.counting(Ledger(), "fwd/L1"):
+        with pytest.raises(RuntimeError, match="declared in phase 'fwd/L0'"):
+            reuse.live("fwd/L0", lambda: None)
+
+
+def test_live_work_inside_a_pause_of_a_replay_is_not_counted():
+    x, memo, led = torch.ones(3), {}, Ledger()
+
+    def fn():
+        with oplog.paused():        # a collective: nothing inside counts, live or not
+            reuse.live("s", x.mul, 2)
+        reuse.live("s", x.mul, 2)
+    with oplog.counting(led, "s"):
+        for _ in range(3):
+            reuse.counted_once(memo, "k", fn)
+    assert led.get("s", "elementwise")["calls"] == 3
+
+
+@pytest.mark.filterwarnings("error:operation ledger")   # a key that misses: not quietly
+@pytest.mark.parametrize("params,dropout", [
+    ({"staleness": 2}, 0.0),                              # refreshes every other epoch
+    ({"staleness": 2, "local_capacity": 5}, 0.0),         # partial local hits
+    ({"staleness": 3, "shared_capacity": 40, "local_capacity": 0}, 0.0),   # shared tier
+    # public-code: the local tier fills from the shared one only, here a small FIFO
+    # one: layer 0 takes the kept A_halo x_halo from epoch 5 on (the key changes)
+    ({"staleness": 0, "variant": "public-code", "policy": "fifo", "shared_capacity": 40},
+     0.0),
+    ({"staleness": 2, "eval": "cached"}, 0.3),
+])
+def test_jaca_counts_as_every_op(params, dropout, graph_file, monkeypatch):
+    """jaca's passes are reused around their live cache work (count_key: layer 0's path;
+    count_sizes (): verified, and checked every 2nd reused pass here): the ledgers of
+    counting every op, exactly, over epochs whose cache hits change; every rank reuses."""
+    monkeypatch.setattr(reuse, "CHECK", 2)
+    calls: dict = {}
+    orig = reuse._replay
+
+    def replay(rows, *a, **k):        # a training pass's (it has layer phases)
+        if any(ph == "fwd/L0" for ph, _ in rows):
+            calls[threading.get_ident()] = calls.get(threading.get_ident(), 0) + 1
+        return orig(rows, *a, **k)
+    monkeypatch.setattr(reuse, "_replay", replay)
+    kw = dict(graph=graph_file, dataset=None, epochs=12, warmup=0, hidden=8, workers=2,
+              hosts=1, method="jaca", method_params=params, dropout=dropout, seed=0,
+              timeout_s=120, partitioner="metis")
+    short = run_training(TrainConfig(**kw))
+    assert len(calls) == 2 and min(calls.values()) >= 2      # the 2 ranks' threads
+    with reuse.exhaustive():
+        every = run_training(TrainConfig(**kw))
+    assert short["model_time"]["device"]["inputs"] == every["model_time"]["device"]["inputs"]
+    assert [e["loss"] for e in short["epochs"]] == [e["loss"] for e in every["epochs"]]

@@ -260,6 +260,44 @@ _stack_pop = torch._C._pop_torch_dispatch_stack
 _stack_push = torch._C._push_on_torch_dispatch_stack
 
 
+def pause_depth() -> int:
+    """How many :class:`paused` regions this thread is inside."""
+    return _STATE.paused
+
+
+class resumed:
+    """``with resumed(ledger, phase):`` inside a :class:`paused` region of a thread that
+    counts: count what this thread issues inside into ``ledger`` at ``phase`` again (the
+    counting mode back on the dispatch stack, explicit records kept); on exit the thread
+    is paused as before, in the phase it was in. For work inside a region whose counts
+    are reused that must still be counted every time (``cdfgnn.cost.reuse.live``)."""
+
+    __slots__ = ("ledger", "phase", "prev", "pushed")
+
+    def __init__(self, ledger: Ledger, phase: str):
+        self.ledger, self.phase = ledger, phase
+
+    def __enter__(self) -> None:
+        st = _STATE
+        self.prev = (st.ledger, st.phase, st.paused)
+        mode = st.mode
+        # paused took the mode off the stack when it was on top; a mode left lower on
+        # the stack (another mode above it) still sees every op: do not push it twice
+        self.pushed = mode is not None and not any(
+            _stack_at(i) is mode for i in range(_stack_len()))
+        if self.pushed:
+            _stack_push(mode)
+        st.ledger, st.phase, st.paused = self.ledger, self.phase, 0
+
+    def __exit__(self, *exc) -> None:
+        st = _STATE
+        try:
+            if self.pushed:
+                _stack_pop(None)
+        finally:
+            st.ledger, st.phase, st.paused = self.prev
+
+
 def record(kind: str, calls: int = 0, bytes: int = 0, **fields: int) -> None:
     """Add an explicit entry under the current phase (no-op when not counting)."""
     st = _STATE

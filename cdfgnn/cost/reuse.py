@@ -30,12 +30,23 @@ it); counts in the phase the region started in are replayed under the caller's p
 and after a replay this thread's phase is the one the region ended in. A region must
 not switch ledgers (:func:`cdfgnn.cost.ledger.into`) inside.
 
+:func:`live` ``(phase, fn, *args)``: work inside a region whose counts follow values that
+no key can know before the region runs (a cache's lookups, the rows its peers ask for) is
+counted op by op every time, kept out of the region's reused counts: while the region is
+counted it goes straight into the caller's ledger, and while it is replayed the counting
+mode comes back for it (:class:`cdfgnn.cost.ledger.resumed`) at ``phase``, the phase it
+declares (checked whenever it is counted: a replay cannot follow the layer hooks' phases).
+The rest of the region must still be a function of the key: what the live work returns
+may not decide which kernels the region issues outside it.
+
 :func:`exhaustive` (or ``CDFGNN_LEDGER_EXHAUSTIVE=1`` in the environment of a process)
 turns both shortcuts off, so tests can compare them with counting every op.
 """
 from __future__ import annotations
 
+import math
 import os
+import threading
 import warnings
 from contextlib import contextmanager
 from fractions import Fraction
@@ -44,7 +55,7 @@ from typing import Callable, Hashable, Iterator, Sequence, TypeVar
 import numpy as np
 
 from cdfgnn.cost.ledger import (FIELDS, Ledger, active, current, current_phase, into,
-                                paused, set_phase)
+                                pause_depth, paused, resumed, set_phase)
 
 T = TypeVar("T")
 
@@ -92,11 +103,28 @@ class _Kept:
         return tuple(self.rows), self.end
 
 
+class _Regions(threading.local):
+    """This thread's reused regions, innermost last: (replaying, the ledger their
+    :func:`live` work counts into, the pause depth a replay runs at)."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[bool, Ledger, int]] = []
+
+
+_REGIONS = _Regions()
+
+
 def _count(fn: Callable[[], T]) -> tuple[T, _Kept]:
-    """Run ``fn`` counting op by op into this thread's ledger; also return its counts."""
+    """Run ``fn`` counting op by op into this thread's ledger; also return its counts
+    (without its :func:`live` work, which goes into the ledger directly)."""
     start, outer = current_phase(), current()
-    with into(Ledger()) as counted:
-        out = fn()
+    stack = _REGIONS.stack
+    stack.append((False, stack[-1][1] if stack else outer, 0))
+    try:
+        with into(Ledger()) as counted:
+            out = fn()
+    finally:
+        stack.pop()
     outer.merge(counted)
     return out, _Kept(counted, start, current_phase())
 
@@ -104,12 +132,37 @@ def _count(fn: Callable[[], T]) -> tuple[T, _Kept]:
 def _replay(rows: Sequence, adds, end: str | None, fn: Callable[[], T]) -> T:
     """Run ``fn`` hidden from the counting mode; add its counts (``Ledger.defer``): every
     (phase, kind) row of ``rows`` is made, ``adds`` (row, field, value) go into them."""
-    start = current_phase()
+    start, led = current_phase(), current()
+    stack = _REGIONS.stack
     with paused():
-        out = fn()
-    current().defer(start, rows, adds)
+        stack.append((True, stack[-1][1] if stack else led, pause_depth()))
+        try:
+            out = fn()
+        finally:
+            stack.pop()
+    led.defer(start, rows, adds)
     set_phase(start if end is None else end)
     return out
+
+
+def live(phase: str, fn: Callable[..., T], *args) -> T:
+    """``fn(*args)``, counted op by op at ``phase`` even inside a region whose counts are
+    reused, and never part of them (module docstring). Outside such regions: ``fn(*args)``,
+    counted as everything else; ``phase`` must be this thread's phase whenever it counts."""
+    stack = _REGIONS.stack
+    if stack and stack[-1][0]:
+        _, led, depth = stack[-1]
+        if pause_depth() != depth:     # paused again inside the replay: nothing counts there
+            return fn(*args)
+        with resumed(led, phase):
+            return fn(*args)
+    if active() and current_phase() != phase:
+        raise RuntimeError(f"operation ledger: live work declared in phase {phase!r} runs "
+                           f"in phase {current_phase()!r}")
+    if not stack:
+        return fn(*args)
+    with into(stack[-1][1]):
+        return fn(*args)
 
 
 def counted_once(memo: dict, key: Hashable, fn: Callable[[], T], skip: int = 0) -> T:
@@ -177,8 +230,9 @@ class _Affine:
     With ``B`` the basis samples' ``[theta, 1]`` rows, ``Y`` their counts and ``A`` the
     columns of ``B`` at ``pivots`` (invertible): ``t`` lies in the span of ``B`` iff
     ``t[pivots] P == t`` with ``P = A^-1 B``, and then its counts are ``t[pivots] C``
-    with ``C = A^-1 Y`` (exact: ``P`` and ``C`` are rational; integer ones are kept as
-    int64 arrays)."""
+    with ``C = A^-1 Y`` (exact: ``P`` and ``C`` are rational, kept as one int64 matrix
+    ``den [P | C]`` over their common denominator ``den`` where the sums fit, else as
+    Fractions)."""
 
     def __init__(self):
         self.signature: tuple | None = None      # rows and end phase of every call
@@ -192,6 +246,7 @@ class _Affine:
         self.bound = 0                           # largest |sum| a count can reach per |t|
         self.streak = 0                          # exact predictions of counted calls
         self.since_check = 0
+        self.skipped = 0                         # calls not learnt from (skip)
         self.broken = False
 
     # ---- learning
@@ -207,13 +262,17 @@ class _Affine:
         cols = [j for j in range(len(c[0])) if any(row[j] != 0 for row in c)]
         self.targets = [(j // _NF, j % _NF) for j in cols]
         c = [[row[j] for j in cols] for row in c]
-        self.p, self.c, self.pc = p, c, None
-        if all(v.denominator == 1 for row in p + c for v in row):
-            big = max((abs(int(v)) for row in p + c for v in row), default=0)
-            if big * len(self.pivots) < 2 ** 31:    # int64: |t| < 2^31 keeps sums exact
-                # [P | C] in one int64 matrix: one product gives the span check and counts
-                self.pc = np.array([[int(v) for v in rp + rc] for rp, rc in zip(p, c)],
-                                   dtype=np.int64)
+        self.p, self.c, self.pc, self.den = p, c, None, 1
+        # a common denominator (a size that is a constant multiple of the constant
+        # column, a batch of 50 seeds, makes P = 1/50 there): integer numerators
+        den = math.lcm(*(v.denominator for row in p + c for v in row))
+        big = max((abs(v.numerator) * (den // v.denominator) for row in p + c for v in row),
+                  default=0)
+        if big * len(self.pivots) < 2 ** 31:    # int64: |t| < 2^31 keeps sums exact
+            # den [P | C] in one int64 matrix: one product gives the span check and counts
+            self.pc = np.array([[int(v * den) for v in rp + rc] for rp, rc in zip(p, c)],
+                               dtype=np.int64)
+            self.den = den
 
     # ---- predicting
     def predict(self, t: list[int]) -> list[int] | None:
@@ -223,8 +282,12 @@ class _Affine:
             return None
         tc = [t[i] for i in self.pivots]
         if self.pc is not None and max(map(abs, t)) < 2 ** 31:
-            out = (np.array(tc, dtype=np.int64) @ self.pc).tolist()
-            return out[len(t):] if out[:len(t)] == t else None
+            out, d, n = (np.array(tc, dtype=np.int64) @ self.pc).tolist(), self.den, len(t)
+            if d == 1:
+                return out[n:] if out[:n] == t else None
+            if out[:n] != [d * v for v in t] or any(v % d for v in out[n:]):
+                return None
+            return [v // d for v in out[n:]]
         p, c = self.p, self.c
         if [sum(x * row[j] for x, row in zip(tc, p)) for j in range(len(t))] != t:
             return None
@@ -241,15 +304,22 @@ class _Affine:
         return full == values
 
 
-def counted_affine(memo: dict, key: Hashable, theta: Sequence[int], fn: Callable[[], T]) -> T:
+def counted_affine(memo: dict, key: Hashable, theta: Sequence[int], fn: Callable[[], T],
+                   skip: int = 0) -> T:
     """Run ``fn()``, its counts learnt as an affine function of ``theta`` per ``key``
-    (module docstring); returns what ``fn`` returns."""
+    (module docstring); returns what ``fn`` returns. ``skip``: calls of a key counted op
+    by op and not learnt from, first (as :func:`counted_once`'s). An empty ``theta``:
+    the counts are a function of ``key`` alone, as :func:`counted_once` takes them, but
+    verified and checked (for a key that predicts what ``fn`` will do)."""
     if not _shortcut():
         return fn()
     fit = memo.get(key)
     if fit is None:
         fit = memo[key] = _Affine()
     if fit.broken:
+        return fn()
+    if fit.skipped < skip:
+        fit.skipped += 1
         return fn()
     t = [int(v) for v in theta] + [1]
     ready = fit.streak >= VERIFY

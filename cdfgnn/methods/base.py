@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 import torch
@@ -400,7 +400,21 @@ class SyncStrategy(Method):
         (``cdfgnn.cost.reuse.counted_once``; tests compare with counting every op). None
         (the default): not declared, every pass is counted op by op. A method whose
         hooks follow values (cache hits, thresholds, sampled boundaries) keeps None, and
-        a subclass that changes what a declaring parent's hooks issue overrides it."""
+        a subclass that changes what a declaring parent's hooks issue overrides it.
+        Hook work that follows values no key can know before the pass (a cache's
+        lookups, the rows its peers ask for) may run in ``cdfgnn.cost.reuse.live``
+        sections: counted op by op every pass and left out of the reused counts; the
+        key then decides the rest of the pass."""
+        return None
+
+    def count_sizes(self, epoch: int) -> Sequence[int] | None:
+        """How a training pass of this part is counted when :meth:`count_key` declares a
+        key. None (the default): the key fixes the counts, counted once and reused
+        (``reuse.counted_once``). A sequence of integers: the pass's counts are an affine
+        function of these sizes under the key, learnt from counted passes, verified on
+        two more and checked on every 256th reused one, a difference raising
+        (``reuse.counted_affine``); an empty one when the key itself is a prediction of
+        what the hooks will do (from a cache's state), so that a wrong one is caught."""
         return None
 
     def on_epoch_end(self, epoch: int, metrics: dict[str, float]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ import torch
 
 from cdfgnn.comm.codecs import send_rows
 from cdfgnn.cost import ledger as oplog
+from cdfgnn.cost.reuse import live
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Degenerate, Param, Prepared, SyncKey, SyncStrategy
 from cdfgnn.methods.jaca_pool import Pool, apply_staged, device_index
@@ -307,6 +308,36 @@ class Jaca(SyncStrategy):
         self._halo_agg = None                   # ((view key, norm, version), A_halo x_halo)
         self.input_rows = [torch.from_numpy(graph.x[g]).to(ctx.device) for g in self.send_gids]
 
+    # ------------------------------------------------------------ counting
+    def count_key(self, epoch: int):
+        """What a training pass issues besides its cache work: the tier lookups, the
+        requests, the rows each owner sends and the halo rows assembled (:meth:`cached_rows`)
+        follow the caches' contents and the peers' requests, so they run in
+        ``reuse.live`` sections, counted op by op every pass. The rest follows layer 0's
+        path: the kept ``A_halo x_halo`` times ``W`` while the local tier holds every
+        halo input and there is no dropout, else ``A_halo (x_halo W)``
+        (:meth:`_keeps_halo_agg`, a prediction: :meth:`count_sizes` has it verified).
+        None with ``backward=fresh``: the halo exchange's backward then adds the
+        gradients of the peers that sent rows fresh this epoch only, which follows the
+        caches."""
+        if self.params["backward"] == "fresh":
+            return None
+        return ("halo-agg", self._keeps_halo_agg())
+
+    def count_sizes(self, epoch: int):
+        """() : :meth:`count_key` predicts layer 0's path from the local tier, so its
+        passes are verified and checked (``reuse.counted_affine``)."""
+        return ()
+
+    def _keeps_halo_agg(self) -> bool:
+        """Will the next training pass's layer 0 multiply the kept ``A_halo x_halo``
+        (:meth:`aggregate`)? Its lookup hits every halo input in the local tier exactly
+        when every position is resident (inputs never go stale), and nothing writes
+        that tier between the pass's start and layer 0's lookup."""
+        pool = self.local.get(0) if 0 in self.input_layers else None
+        return (self.dropout == 0 and pool is not None and self.halo_gids.size > 0
+                and bool(pool.resident.all()))
+
     # ------------------------------------------------------------ epochs
     def on_epoch_start(self, epoch: int) -> None:
         super().on_epoch_start(epoch)
@@ -398,7 +429,8 @@ class Jaca(SyncStrategy):
         if layer > 0:
             return self._aggregate_cached_inputs(prop, t, norm, layer, src[0], weight)
         key = SyncKey(0, "fwd", "halo", training, int(self.dims[0]))
-        x_halo = self.cached_rows(key, lambda q, rows: self.input_rows[q][rows], volatile=False)
+        x_halo = live("fwd/L0", self.cached_rows, key,
+                      lambda q, rows: self.input_rows[q][rows], False)
         a_loc, a_halo, brows = self._split(prop, norm)
         z = a_loc @ t
         if not brows.numel():
@@ -406,8 +438,7 @@ class Jaca(SyncStrategy):
         if (self.dropout == 0 or not training) and self._all_local.get(0, False):
             stamp = (prop.view.key, norm, self.local[0].version)
             if self._halo_agg is None or self._halo_agg[0] != stamp:
-                with torch.no_grad():
-                    self._halo_agg = (stamp, a_halo.a @ x_halo)
+                live("fwd/L0", self._keep_halo_agg, stamp, a_halo, x_halo)
             part = self._halo_agg[1] @ weight
         else:
             if self.dropout > 0 and training:
@@ -417,6 +448,12 @@ class Jaca(SyncStrategy):
         if brows.numel() == z.shape[0]:
             return z + part
         return z.index_add(0, brows, part)
+
+    @torch.no_grad()
+    def _keep_halo_agg(self, stamp: tuple, a_halo, x_halo: torch.Tensor) -> None:
+        """Keep ``A_halo x_halo`` for the local tier's contents ``stamp`` (made when they
+        change: live work, counted whenever it runs)."""
+        self._halo_agg = (stamp, a_halo.a @ x_halo)
 
     def _aggregate_cached_inputs(self, prop, t: torch.Tensor, norm: str, layer: int,
                                  h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -471,7 +508,8 @@ class Jaca(SyncStrategy):
         if not (key.training or self.evaluates_with_method) or key.layer not in self.layers \
                 or (key.layer == 0 and self.cache_inputs):
             return super().halo_rows(prop, t, key)
-        rows = self.cached_rows(key, lambda q, idx: t[self.send_lists[q][idx]], volatile=True)
+        rows = live(f"fwd/L{key.layer}", self.cached_rows, key,
+                    lambda q, idx: t[self.send_lists[q][idx]], True)
         # each owner's halo rows are one contiguous block: views, not copies
         return [rows[a:b] if b > a else None for a, b in self.recv_blocks]
 

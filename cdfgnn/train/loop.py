@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from cdfgnn.comm.timers import clocks_for
 from cdfgnn.cost import ledger as oplog
-from cdfgnn.cost.reuse import counted_once
+from cdfgnn.cost.reuse import counted_affine, counted_once
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.models.gnn import GNN
 from cdfgnn.progress import progress
@@ -202,8 +202,10 @@ def _train_part(model: GNN, part: TrainPart, epoch: int, params: list[torch.Tens
                 total: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
     """Forward and backward of one part; returns ``total`` plus its (normalised) loss.
     Its kernels are counted once per :func:`pass_key` and reused (``reuse.counted_once``)
-    where the method declares a count key; its first pass per key is counted op by op
-    and not kept (it builds the propagator's coefficients)."""
+    where the method declares a count key, or learnt as an affine function of the sizes
+    the method declares with it, verified and checked (``reuse.counted_affine``,
+    :meth:`~cdfgnn.methods.base.SyncStrategy.count_sizes`); its first pass per key is
+    counted op by op and not kept (it builds the propagator's coefficients)."""
     prop, data, strategy = part.prop, part.data, part.strategy
     if strategy is not None:
         strategy.on_epoch_start(epoch)
@@ -220,7 +222,10 @@ def _train_part(model: GNN, part: TrainPart, epoch: int, params: list[torch.Tens
     key = pass_key(model, part, view, epoch, params) if memo is not None else None
     if key is None:
         return forward_backward()
-    return counted_once(memo, key, forward_backward, skip=1)
+    sizes = strategy.count_sizes(epoch) if strategy is not None else None
+    if sizes is None:
+        return counted_once(memo, key, forward_backward, skip=1)
+    return counted_affine(memo, key, sizes, forward_backward, skip=1)
 
 
 def pass_key(model: GNN, part: TrainPart, view, epoch: int,
