@@ -131,6 +131,42 @@ def test_staging_copies_on_gloo_only():
         + net.intra_latency_s + net.inter_latency_s)
 
 
+def test_an_exchange_pays_a_fixed_cost_per_message_sent_per_backend():
+    """exchange_seconds = send_seconds + (messages to the other ranks) x msg_<backend>_us;
+    the rank's own entry is no message; zero constants give send_seconds."""
+    gpus = (get_gpu("rtx3090"),) * 4
+    topo = Topology(2, 2)
+    sent, msgs = np.array([0.0, 1e6, 2e6, 0.0]), [5, 1, 3, 0]
+    eff = EFF.but(msg_gloo_us=1000.0, msg_nccl_us=10.0)
+    for name, per in (("pcie4-host-staged", 1e-3), ("ethernet-10g", 1e-5)):
+        c = Cluster(gpus, get_profile(name), topo, eff)
+        base = c.send_seconds(0, sent, msgs, 1e6)
+        assert c.exchange_seconds(0, sent, msgs, 1e6) == pytest.approx(base + 4 * per)
+        plain = Cluster(gpus, get_profile(name), topo, EFF)
+        assert plain.exchange_seconds(0, sent, msgs, 1e6) == pytest.approx(base)
+    with pytest.raises(CdfgnnError, match="backend"):
+        eff.message_seconds("mpi")
+
+
+def test_the_message_cost_is_charged_to_halo_exchanges_only():
+    """The device epoch charges the fixed message cost to the vertex exchange, not to the
+    gradient all-reduce (one collective call)."""
+    from cdfgnn.pricing.epoch import compact, device_model
+    topo = Topology(1, 2)
+    gpus = (get_gpu("rtx3090"),) * 2
+    item = lambda r: {"ledger": {}, "vertex_bytes": [0, 1e6] if r == 0 else [1e6, 0],  # noqa: E731
+                      "vertex_msgs": [0, 4] if r == 0 else [4, 0],
+                      "other_bytes": [0, 1e6] if r == 0 else [1e6, 0],
+                      "other_msgs": [0, 2] if r == 0 else [2, 0], "overlap": False}
+    inputs = compact([[item(0), item(1)]], [0])
+    link = get_profile("pcie4-host-staged")
+    base = device_model(inputs, Cluster(gpus, link, topo, EFF))
+    more = device_model(inputs, Cluster(gpus, link, topo, EFF.but(msg_gloo_us=500.0)))
+    assert more["vertex_s"][0] == pytest.approx(base["vertex_s"][0] + 4 * 500e-6)
+    assert more["reduce_s"] == pytest.approx(base["reduce_s"])
+    assert more["epoch_s"] == pytest.approx(base["epoch_s"] + 4 * 500e-6)
+
+
 def test_shipped_constants_carry_the_network_efficiency_and_bounds_are_physical():
     eff = load_efficiency()
     assert 0 < eff.link_gloo <= 1 and 0 < eff.link_nccl <= 1

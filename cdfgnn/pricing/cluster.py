@@ -16,6 +16,15 @@ The network rules of the device model are written here, once:
   ``host_copy_bw x link_gloo`` of the link's rate; the copies are the whole path to a
   rank of the same host (they replace the intra-host link), and bytes to another host
   also pay the network. nccl pays no copies.
+* **fixed cost per exchange message**: every message of a full-batch halo exchange
+  costs ``msg_gloo_us`` or ``msg_nccl_us`` on top (:meth:`Cluster.exchange_seconds`): the
+  software path of one point-to-point exchange in the systems the constants are fitted
+  on (pack the rows on the GPU, copy them out, which waits for the kernels queued before
+  it, send, wait for the peer, copy in). Their published exchange times show it where
+  the bytes are few: a 4-layer GAT of the PipeGCN code on PubMed (4 GPUs) spends 0.137 s
+  per epoch in exchanges of about 0.35 MB each (benchmarks/data/published_epochs_extra.csv). The
+  gradient all-reduce (one collective call) and the sampled track's pulls are priced
+  without it: no published row measures them apart.
 
 :meth:`Cluster.send_seconds` applies them to one rank's traffic; the full-batch epoch
 (:mod:`cdfgnn.pricing.epoch`) and the sampled step (:mod:`cdfgnn.pricing.step`) both call
@@ -84,6 +93,16 @@ class Cluster:
         b = np.where(self.host == self.host[r], 0.0, b)
         return (self.network.comm_seconds(r, b, m) + self.copy_seconds(r, sent)
                 + self.copy_seconds(r, received))
+
+
+    def exchange_seconds(self, r: int, bytes_to, msgs_to, received: float) -> float:
+        """Seconds rank r spends on one epoch's halo exchanges: :meth:`send_seconds` plus
+        the exchange's fixed cost per message it sends (``msg_gloo_us`` / ``msg_nccl_us``,
+        module docstring)."""
+        m = np.asarray(msgs_to, dtype=np.float64)
+        sent = float(m.sum() - m[r])
+        return (self.send_seconds(r, bytes_to, msgs_to, received)
+                + sent * self.eff.message_seconds(self.backend))
 
 
 def effective_link(link: LinkProfile, eff: Efficiency, devices_per_host: int) -> LinkProfile:

@@ -10,7 +10,10 @@ Kernel constants (:mod:`cdfgnn.pricing.roofline`): ``dense_flop``, ``use_tf32``,
 ``stream_bw``, ``spmm_bw``, ``spmm_reuse``, ``l2_bw``, ``launch``, ``host_copy_bw``. Network
 constants (:mod:`cdfgnn.pricing.cluster`): ``link_gloo`` and ``link_nccl``, the
 fraction of a link's nominal bandwidth an exchange over that backend sustains (gloo:
-every hop of its host-staged path; nccl: the device-to-device or network link).
+every hop of its host-staged path; nccl: the device-to-device or network link), and
+``msg_gloo_us`` and ``msg_nccl_us``, the fixed cost of one message of a halo exchange
+over that backend (microseconds, up to 10 ms: the published exchanges of few bytes
+take that long, see :mod:`cdfgnn.pricing.cluster`).
 
 :data:`FIT_BOUNDS` are the physical ranges a fit may move them in: a dense product at
 most 80% of the peak, a bandwidth at most its nominal figure. ``spmm_bw`` is a fraction
@@ -34,7 +37,8 @@ FRACTIONS = ("dense_flop", "stream_bw", "spmm_bw", "host_copy_bw", "link_gloo", 
 #: the range a fit may give each constant (low, high)
 FIT_BOUNDS = {"dense_flop": (0.05, 0.8), "stream_bw": (0.1, 1.0), "spmm_bw": (0.05, 1.0),
               "spmm_reuse": (0.0, 1.0), "l2_bw": (1.0, 4.0), "host_copy_bw": (0.05, 1.0), "launch": (0.5, 10.0),
-              "link_gloo": (0.01, 1.0), "link_nccl": (0.01, 1.0)}
+              "link_gloo": (0.01, 1.0), "link_nccl": (0.01, 1.0),
+              "msg_gloo_us": (0.0, 10000.0), "msg_nccl_us": (0.0, 10000.0)}
 #: the backends a link efficiency is kept for; a host-staged link profile is gloo's
 BACKENDS = ("gloo", "nccl")
 
@@ -51,9 +55,16 @@ class Efficiency:
     host_copy_bw: float    # fraction of the host link's bandwidth for D2H / H2D copies
     link_gloo: float = 1.0  # fraction of nominal bandwidth a gloo exchange sustains
     link_nccl: float = 1.0  # fraction of nominal bandwidth an nccl exchange sustains
+    msg_gloo_us: float = 0.0  # fixed cost of every message of a gloo exchange, us
+    msg_nccl_us: float = 0.0  # fixed cost of every message of an nccl exchange, us
     source: str = ""
 
     def __post_init__(self) -> None:
+        for key in ("msg_gloo_us", "msg_nccl_us"):
+            v = getattr(self, key)
+            if not (_number(v) and v >= 0):
+                raise CdfgnnError(f"efficiency {key} must be a number >= 0 (microseconds), "
+                                  f"got {v!r}")
         for key in FRACTIONS:
             v = getattr(self, key)
             if not (_number(v) and 0 < v <= 1.5):
@@ -75,6 +86,12 @@ class Efficiency:
         if backend not in BACKENDS:
             raise CdfgnnError(f"backend must be one of {BACKENDS}, got {backend!r}")
         return getattr(self, f"link_{backend}")
+
+    def message_seconds(self, backend: str) -> float:
+        """The fixed cost of one message of an exchange over ``backend``, in seconds."""
+        if backend not in BACKENDS:
+            raise CdfgnnError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        return getattr(self, f"msg_{backend}_us") * 1e-6
 
     def describe(self) -> dict:
         return asdict(self)

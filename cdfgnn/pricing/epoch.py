@@ -145,8 +145,8 @@ def device_model(inputs: dict, cluster: Cluster, timed: Sequence[int] | None = N
             phases = pricers[r].phases(item["ledger"], item.get("arc_share"))
             side = sum(v for k, v in phases.items() if k in COMM_SIDE)
             compute = phases["total"] - side
-            vertex = side + cluster.send_seconds(r, item["vertex_bytes"], item["vertex_msgs"],
-                                                 recv["vertex"][r])
+            vertex = side + cluster.exchange_seconds(r, item["vertex_bytes"],
+                                                     item["vertex_msgs"], recv["vertex"][r])
             reduce = cluster.send_seconds(r, item["other_bytes"], item["other_msgs"],
                                           recv["other"][r])
             overlap = item["overlap"]
