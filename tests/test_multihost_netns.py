@@ -154,7 +154,7 @@ import signal
 signal.signal(signal.SIGINT, signal.default_int_handler)
 with netns.two_hosts(tag=sys.argv[2]) as hosts:
     for h in (0, 1):
-        subprocess.Popen(["ip", "netns", "exec", hosts.netns[h], "sleep", "300"],
+        subprocess.Popen(["ip", "netns", "exec", hosts.netns[h], "sleep", "299.75"],
                          start_new_session=True)
     while not all(hosts.pids(h) for h in (0, 1)):
         time.sleep(0.05)
@@ -163,7 +163,7 @@ with netns.two_hosts(tag=sys.argv[2]) as hosts:
     if how == "error":
         raise RuntimeError("a failure inside the block")
     if how == "timeout":
-        subprocess.run(["sleep", "300"], timeout=0.5)
+        subprocess.run(["sleep", "299.75"], timeout=0.5)
     if how == "normal":
         sys.exit(0)
 """
@@ -191,7 +191,7 @@ def test_two_hosts_leave_nothing_behind_on_every_way_out(tmp_path, how, code):
         err = proc.stderr.read()
         assert (proc.returncode != 0) == bool(code), err
         assert not hosts.exists(), f"{how}: {hosts.netns} or {hosts.ifaces} left behind"
-        assert not [p for p in _all_pids() if _cmdline(p) == "sleep 300"], how
+        assert not [p for p in _all_pids() if _cmdline(p) == "sleep 299.75"], how
         if how == "SIGTERM":
             assert "Terminated: terminated by SIGTERM" in err, err
     finally:

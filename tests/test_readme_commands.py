@@ -30,6 +30,7 @@ import os
 import re
 import shlex
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from glob import glob
 from pathlib import Path
@@ -320,6 +321,7 @@ def test_every_readme_command_runs(smoke_tree, tmp_path):
     groups = Grid(load_config([REPO / "configs" / "smoke.yaml"], root=REPO)).groups()
     ran: dict[str, int] = {}
     done: set[tuple[str, Path]] = set()
+    dry: list[Step] = []
     for b, block in enumerate(readme_steps()):
         cwd = tree
         if any(s.kind == "cdfgnn" and "--from" in s.argv for s in block):
@@ -332,9 +334,17 @@ def test_every_readme_command_runs(smoke_tree, tmp_path):
                     or (step.kind != "cdfgnn" and (step.command, cwd) in done):
                 continue                # (the same snakemake command twice: run once)
             done.add((step.command, cwd))
-            check(step, cwd, tree, tmp_path, groups)
+            if step.kind == "dry":      # read-only plans: run together after the builds
+                dry.append(step)
+            else:
+                check(step, cwd, tree, tmp_path, groups)
             ran[step.kind] = ran.get(step.kind, 0) + 1
-    assert ran.get("cdfgnn", 0) >= 20 and ran.get("build", 0) >= 5, ran
+    # two dry runs at a time (each a single-threaded snakemake planning its DAG), each
+    # full.yaml one in a fresh folder of its own
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda ix: check_dry(ix[1], tree, tmp_path / f"dry{ix[0]}"),
+                      enumerate(dry)))
+    assert ran.get("cdfgnn", 0) >= 20 and ran.get("build", 0) >= 5 and len(dry) >= 5, ran
 
 
 def check(step: Step, cwd: Path, tree: Path, tmp_path: Path, groups: dict) -> None:
@@ -346,15 +356,7 @@ def check(step: Step, cwd: Path, tree: Path, tmp_path: Path, groups: dict) -> No
         rc, out = run_cdfgnn(tiny(step.argv, cwd), cwd)
         assert rc == 0, f"{where}: exit {rc}\n{out[-3000:]}"
     elif step.kind == "dry":
-        # -n --forceall lists every job the command would run; full.yaml's in a fresh folder
-        argv = [a for a in in_tree(step.argv, tree) if a != "-n"] + ["-n", "--forceall"]
-        if "configs/full.yaml" in step.command:
-            empty = tmp_path / "dry"
-            empty.mkdir(exist_ok=True)
-            argv += ["-d", str(empty)]
-        proc = snakemake(*argv, cwd=tree)
-        assert proc.returncode == 0, f"{where}:\n{(proc.stdout + proc.stderr)[-3000:]}"
-        assert job_counts(proc.stdout + proc.stderr), f"{where}: planned no job"
+        check_dry(step, tree, tmp_path / "dry")
     elif step.kind == "build":
         removed = []
         for t in targets(step.argv) or ["figures/engine/accuracy_vs_epoch.png"]:
@@ -370,6 +372,19 @@ def check(step: Step, cwd: Path, tree: Path, tmp_path: Path, groups: dict) -> No
         check_notebook(step, tree)
     else:
         raise AssertionError(f"{where}: unknown kind {step.kind}")
+
+
+def check_dry(step: Step, tree: Path, empty: Path) -> None:
+    """``-n --forceall`` lists every job the command would run; full.yaml's in the fresh
+    folder ``empty``."""
+    where = f"README command {step.command!r}"
+    argv = [a for a in in_tree(step.argv, tree) if a != "-n"] + ["-n", "--forceall"]
+    if "configs/full.yaml" in step.command:
+        empty.mkdir(exist_ok=True)
+        argv += ["-d", str(empty)]
+    proc = snakemake(*argv, cwd=tree)
+    assert proc.returncode == 0, f"{where}:\n{(proc.stdout + proc.stderr)[-3000:]}"
+    assert job_counts(proc.stdout + proc.stderr), f"{where}: planned no job"
 
 
 def check_report(step: Step, tree: Path) -> None:
