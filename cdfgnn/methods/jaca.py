@@ -535,6 +535,10 @@ class Jaca(SyncStrategy):
         return full
 
     # ------------------------------------------------------------ the cache
+    def _bitmaps(self, req: list) -> list:
+        """The request bitmaps as tensors on the run's device (None stays None)."""
+        return [None if b is None else torch.from_numpy(b).to(self.device) for b in req]
+
     def cached_rows(self, key: SyncKey, values, volatile: bool) -> torch.Tensor:
         """All halo rows of ``key.layer``, from the tiers where fresh, the rest fetched.
 
@@ -577,9 +581,12 @@ class Jaca(SyncStrategy):
         self._all_local[layer] = bool(n) and bool(hit_l.all())
         # the request bitmaps travel like the rows (on the run's device: nccl moves no host
         # tensors); their bits are read on the host
-        asks = send_rows(self.comm, [None if b is None else torch.from_numpy(b).to(self.device)
-                                     for b in req],
-                         f"{REQ_TAG}/{layer}")
+        # (on the host, wrapping the bitmaps and reading them back are free ops: hidden
+        # from the counting mode, which would pay a Python call each to count nothing; on
+        # a GPU they are copies, counted)
+        on_host = self.device.type == "cpu"
+        bitmaps = oplog.free(self._bitmaps, req) if on_host else self._bitmaps(req)
+        asks = send_rows(self.comm, bitmaps, f"{REQ_TAG}/{layer}")
         with self.comm.overhead("cache-check"):
             outgoing, sels = [], [np.zeros(0, np.int64)] * len(asks)
             for q, ask in enumerate(asks):
@@ -587,7 +594,8 @@ class Jaca(SyncStrategy):
                 if ask is None or not size or q == self.comm.rank:
                     outgoing.append(None)
                     continue
-                sel = np.flatnonzero(np.unpackbits(ask.cpu().numpy(), count=size))
+                bits = oplog.free(_host_bytes, ask) if on_host else _host_bytes(ask)
+                sel = np.flatnonzero(np.unpackbits(bits, count=size))
                 sels[q] = sel
                 outgoing.append(values(q, sel).detach() if sel.size else None)
             counts = [int(miss[r].sum()) for r in self.recv]
@@ -621,3 +629,8 @@ class Jaca(SyncStrategy):
                     self.shared.stage(self.comm.rank, layer, "put", self.shared_pos[got],
                                       self._to_host(rows), stamps)
         return out
+
+
+def _host_bytes(t: torch.Tensor) -> np.ndarray:
+    """A request bitmap's bytes on the host."""
+    return t.cpu().numpy()

@@ -205,7 +205,9 @@ def _train_part(model: GNN, part: TrainPart, epoch: int, params: list[torch.Tens
     where the method declares a count key, or learnt as an affine function of the sizes
     the method declares with it, verified and checked (``reuse.counted_affine``,
     :meth:`~cdfgnn.methods.base.SyncStrategy.count_sizes`); its first pass per key is
-    counted op by op and not kept (it builds the propagator's coefficients)."""
+    counted op by op and not kept (it builds the propagator's coefficients), and with
+    verified counts only the first pass of its view is (later keys on that view learn
+    from their first pass)."""
     prop, data, strategy = part.prop, part.data, part.strategy
     if strategy is not None:
         strategy.on_epoch_start(epoch)
@@ -225,7 +227,18 @@ def _train_part(model: GNN, part: TrainPart, epoch: int, params: list[torch.Tens
     sizes = strategy.count_sizes(epoch) if strategy is not None else None
     if sizes is None:
         return counted_once(memo, key, forward_backward, skip=1)
-    return counted_affine(memo, key, sizes, forward_backward, skip=1)
+    # verified counts: only the view's first pass (counted or not) builds the propagator's
+    # coefficients, so a later key on a view that has run learns from its first pass (a
+    # wrong guess is caught: counted_affine's learning then counts every pass op by op)
+    views = memo.setdefault(_VIEWS_RUN, set())
+    ran = (id(part), view.key, view.training)
+    skip = 0 if ran in views else 1
+    views.add(ran)
+    return counted_affine(memo, key, sizes, forward_backward, skip=skip)
+
+
+#: the ``memo`` entry of :func:`_train_part`: the (part, view key, training) that have run
+_VIEWS_RUN = ("views run",)
 
 
 def pass_key(model: GNN, part: TrainPart, view, epoch: int,
