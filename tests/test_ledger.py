@@ -148,9 +148,9 @@ def test_spmm_traffic_follows_the_matrixs_column_locality():
     cols, w = 100_000, 256                      # 102 MB of input rows: L2 holds 6/102
     f = {"calls": 1, "nnz": 10 ** 7, "nnz_w": 256 * 10 ** 7, "rows_w": cols * w,
          "cols_w": cols * w, "flops": 0}
-    uniform = arc_share(np.arange(10 ** 7) % cols, cols)
+    uniform = arc_share(np.arange(10 ** 6) % cols, cols)
     rng = np.random.default_rng(0)
-    skewed = arc_share(np.minimum(rng.zipf(1.6, 10 ** 7) - 1, cols - 1), cols)
+    skewed = arc_share(np.minimum(rng.zipf(1.6, 10 ** 6) - 1, cols - 1), cols)
     eff = EFF.but(spmm_reuse=1.0)
     q = gpu.l2_mb * 1e6 / (4 * cols * w)
     assert share_at(uniform, q) == pytest.approx(q, rel=0.02)

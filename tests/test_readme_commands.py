@@ -334,17 +334,23 @@ def test_every_readme_command_runs(smoke_tree, tmp_path):
                     or (step.kind != "cdfgnn" and (step.command, cwd) in done):
                 continue                # (the same snakemake command twice: run once)
             done.add((step.command, cwd))
-            if step.kind == "dry":      # read-only plans: run together after the builds
-                dry.append(step)
+            if step.kind in ("dry", "notebook"):   # read the tree only: run together after
+                dry.append(step)                    # the builds
             else:
                 check(step, cwd, tree, tmp_path, groups)
             ran[step.kind] = ran.get(step.kind, 0) + 1
-    # two dry runs at a time (each a single-threaded snakemake planning its DAG), each
-    # full.yaml one in a fresh folder of its own
+    # the notebook and the dry runs two at a time (each a single-threaded process), each
+    # full.yaml dry run in a fresh folder of its own
+    def read_only(ix: tuple[int, Step]) -> None:
+        i, step = ix
+        if step.kind == "notebook":
+            check_notebook(step, tree)
+        else:
+            check_dry(step, tree, tmp_path / f"dry{i}")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda ix: check_dry(ix[1], tree, tmp_path / f"dry{ix[0]}"),
-                      enumerate(dry)))
-    assert ran.get("cdfgnn", 0) >= 20 and ran.get("build", 0) >= 5 and len(dry) >= 5, ran
+        list(pool.map(read_only, enumerate(dry)))
+    assert ran.get("cdfgnn", 0) >= 20 and ran.get("build", 0) >= 5 \
+        and ran.get("dry", 0) >= 5 and ran.get("notebook", 0) == 1, ran
 
 
 def check(step: Step, cwd: Path, tree: Path, tmp_path: Path, groups: dict) -> None:
