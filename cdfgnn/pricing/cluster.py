@@ -94,7 +94,6 @@ class Cluster:
         return (self.network.comm_seconds(r, b, m) + self.copy_seconds(r, sent)
                 + self.copy_seconds(r, received))
 
-
     def exchange_seconds(self, r: int, bytes_to, msgs_to, received: float) -> float:
         """Seconds rank r spends on one epoch's halo exchanges: :meth:`send_seconds` plus
         the exchange's fixed cost per message it sends (``msg_gloo_us`` / ``msg_nccl_us``,

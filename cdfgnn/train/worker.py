@@ -14,7 +14,6 @@ import numpy as np
 import torch
 
 from cdfgnn.comm.launcher import preload_in_ranks
-from cdfgnn.partition.locality import arc_share, combine
 from cdfgnn.data.graph import Graph
 from cdfgnn.methods import build_strategy
 from cdfgnn.methods.base import RankContext
@@ -22,6 +21,7 @@ from cdfgnn.models import GNN
 from cdfgnn.models.propagate import FullGraphPropagator
 from cdfgnn.partition.base import Partitioning
 from cdfgnn.partition.book import PartitionBook, build_books
+from cdfgnn.partition.locality import arc_share, combine
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.loop import run_epochs
 from cdfgnn.train.parts import LocalData, TrainPart, full_graph_data, metric_counts

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cdfgnn.partition.locality import share_of_reads
 from cdfgnn.data.graph import csr_from_sorted_pairs
 from cdfgnn.data.synthetic import GENERATOR, TWINS, twin_edges, twin_split
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.fileio import atomic_write_json
 from cdfgnn.partition.edgecut import metis_node_parts
+from cdfgnn.partition.locality import share_of_reads
 from cdfgnn.partition.stats import halo_counts
 from cdfgnn.twins.measure import induced
 
@@ -120,12 +120,14 @@ def part_arc_shares(indptr: np.ndarray, indices: np.ndarray, node_parts: np.ndar
     n = indptr.shape[0] - 1
     node_parts = np.asarray(node_parts, dtype=np.int64)
     row_part = np.repeat(node_parts, np.diff(indptr))
+    # the arcs grouped by the part of their row once, then one bincount per part's slice
+    order = np.argsort(row_part, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(row_part, minlength=p))]
     out = []
     for r in range(p):
-        reads = np.bincount(indices[row_part == r], minlength=n)
-        mine = node_parts == r
-        reads[mine] += 1
-        out.append(share_of_reads(reads[(reads > 0) | mine]))
+        reads = np.bincount(indices[order[bounds[r]:bounds[r + 1]]], minlength=n)
+        reads[node_parts == r] += 1          # a self loop per row: every own column is read
+        out.append(share_of_reads(reads[reads > 0]))
     return out
 
 
