@@ -16,7 +16,11 @@ What is measured, and how:
   GCN-normalised values) and the dense product ``X @ W`` of a GCN layer's transform
   (``X`` the twin's 100,000 x 602 features), each at widths 16, 64 and 256; plus a
   streaming elementwise add (``a + b`` on 256 MB tensors). Times are CUDA-event medians of
-  20 calls after 3 warm-ups. The prediction counts the same call with the operation ledger
+  20 calls after 3 warm-ups. Two rows measure the fixed cost per call, which the time
+  model's ``launch`` constant prices: a chain of 1,000 tiny adds (1,024 floats) and of
+  1,000 SpMMs on a 2,708-vertex slice of the twin at width 16, each timed by the wall
+  clock over the whole chain (synchronised once at the end) and divided by 1,000; CUDA
+  events inside one call would miss the host's dispatch. The prediction counts the same call with the operation ledger
   (:func:`cdfgnn.cost.ledger.counting`) and prices the counts on the card's profile with the
   package's pricing (:func:`cdfgnn.pricing.roofline.price`): the same path every device-modelled
   epoch takes.
@@ -113,6 +117,21 @@ def cuda_median(fn, reps: int = 20, warm: int = 3) -> float:
     return float(np.median(times))
 
 
+def chain_per_call(fn, calls: int = 1000, warm: int = 50) -> float:
+    """Wall seconds per call of ``calls`` calls issued back to back and synchronised once:
+    the fixed cost eager torch pays per call (dispatch and launch), queue included."""
+    for _ in range(warm):
+        fn()
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls
+
+
 def predicted(fn, profile: str | None, share=None) -> tuple[float | None, dict]:
     """The package's price of what ``fn`` issues, counted by the ledger; ``share``: the
     column locality of its sparse matrix (cdfgnn.partition.locality)."""
@@ -163,6 +182,34 @@ def stage_kernels(report: Report) -> None:
     fn = lambda: a + b  # noqa: E731
     pred, _ = predicted(fn, report.profile)
     report.row("kernels", "elementwise add, 2 x 256 MB in, 256 MB out", cuda_median(fn), pred)
+    stage_fixed_costs(report, g, dev, gen)
+
+
+def stage_fixed_costs(report: Report, g, dev, gen) -> None:
+    """Per-call cost of calls too small to be bound by memory or arithmetic."""
+    from cdfgnn.models.propagate import SparseMatrix, norm_values
+
+    a = torch.randn(1024, device=dev, generator=gen)
+    b = torch.randn(1024, device=dev, generator=gen)
+    fn = lambda: a + b  # noqa: E731
+    pred, _ = predicted(fn, report.profile)
+    report.row("kernels", "tiny add (1,024 floats), wall per call in a chain of 1,000",
+               chain_per_call(fn), pred)
+    n = 2708                                 # Cora's vertex count: the first rows of the twin
+    stop = int(g.indptr[n])
+    cols = np.asarray(g.indices[:stop])
+    keep = cols < n
+    rows = np.repeat(np.arange(n), np.diff(g.indptr[:n + 1]))[keep]
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n))))
+    indices = cols[keep]
+    deg = np.maximum(np.diff(indptr), 1)
+    vals = norm_values("gcn", deg, deg, indptr, indices)
+    sm = SparseMatrix(indptr, indices, vals, (n, n), device=dev)
+    h = torch.randn(n, 16, device=dev, generator=gen)
+    fn = lambda: sm @ h  # noqa: E731
+    pred, _ = predicted(fn, report.profile)
+    report.row("kernels", f"small SpMM {n}x{n} ({len(indices)} arcs) x width 16, wall per "
+               "call in a chain of 1,000", chain_per_call(fn), pred, nnz=int(len(indices)))
 
 
 def _train(out: Path, graph: Path, model: str, count_ops: bool, profile: str | None) -> dict:

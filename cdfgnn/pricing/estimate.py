@@ -31,21 +31,24 @@ What a layer does is three choices of :class:`ModelShape`:
   on the static rows. ``linear`` trailing layers are plain Linear layers (no graph);
   ``layernorm=True`` adds a LayerNorm after every hidden layer.
 
-**GAT** (``model="gat"``, ``heads`` H) is counted as a GPU library runs it (DGL's
-GATConv, PyG's GATConv: a dense projection, SDDMM-style edge scores, an edge softmax
-and a weighted SpMM), not as this engine's CPU kernels; it always projects first.
-``hidden`` is the width of one head; ``concat_heads=True`` (DGL's and PyG's examples)
-concatenates the H heads of a hidden layer (``H x hidden`` wide outputs) and gives the
-output layer one head, ``False`` (Sylvie, this engine) averages them (``hidden`` wide,
-every layer H heads). Per layer, with ``nnz`` arcs (self loops included) and ``F`` the
-projected width (:func:`_gat_layer`):
+**GAT** (``model="gat"``, ``heads`` H) always projects first. ``hidden`` is the width of
+one head; ``concat_heads=True`` (DGL's and PyG's examples) concatenates the H heads of a
+hidden layer (``H x hidden`` wide outputs) and gives the output layer one head, ``False``
+(Sylvie, this engine) averages them (``hidden`` wide, every layer H heads). Its attention
+and aggregation are counted one of two ways (``gat_kernels``, :data:`GAT_KERNELS`); per
+layer, with ``nnz`` arcs (self loops included) and ``F`` the projected width:
 
-* forward: the projection (``dense``), the two score reductions over the projected rows
-  (``elementwise``), the per-arc scores and the softmax over ``nnz x H`` values (gathers
-  and elementwise passes), the weighted aggregation (one ``spmm`` of width ``F``);
-* backward: the aggregation's transpose (``spmm``), the SDDMM of the scores' gradient (an
-  ``spmm`` entry gathering ``2 nnz F`` inputs into ``nnz H`` outputs), the softmax and
-  score gradients, the weight (and input) gradient products.
+* ``fused`` (DGL's GATConv, :func:`_gat_layer`): forward, the two score reductions over
+  the projected rows (``elementwise``), the per-arc scores and the softmax over ``nnz x H``
+  values (gathers and elementwise passes), the weighted aggregation (one ``spmm`` of width
+  ``F``); backward, the aggregation's transpose (``spmm``), the SDDMM of the scores'
+  gradient (an ``spmm`` entry gathering ``2 nnz F`` inputs into ``nnz H`` outputs), the
+  softmax and score gradients;
+* ``gather-scatter`` (this engine's GATLayer, PyG's GATConv, PGL's gat:
+  :func:`_gat_layer_gather_scatter`): a message row per arc, ``nnz x F`` wide, gathered,
+  scaled and index-added forward, and each of those backwards; no ``spmm``. Its products
+  and indexed reads and writes equal what the engine counts on one rank, its elementwise
+  bytes are within 20% per layer (tested).
 """
 from __future__ import annotations
 
@@ -70,6 +73,8 @@ ADAM_KERNELS = 8
 
 MODELS = ("gcn", "sage", "gat")
 ORDERS = ("transform-first", "aggregate-first", "narrower-first")
+#: how a GAT layer aggregates: one weighted SpMM (DGL) or a message row per arc
+GAT_KERNELS = ("fused", "gather-scatter")
 EXCHANGES = ("projected", "input")
 
 
@@ -85,6 +90,7 @@ class ModelShape:
     layernorm: bool = False
     heads: int = 1                  # GAT heads
     concat_heads: bool = False      # GAT: hidden layers concatenate their heads
+    gat_kernels: str = "fused"      # GAT: "fused" (DGL) | "gather-scatter" (this engine, PyG)
     exchange: str = "projected"     # | "input" (module docstring)
     static_first: bool = False      # --use-pp: layer 0's halo inputs fetched once
     linear: int = 0                 # trailing plain Linear layers
@@ -98,6 +104,9 @@ class ModelShape:
         if self.exchange not in EXCHANGES:
             raise CdfgnnError(f"estimate: exchange {self.exchange!r}; valid: "
                               f"{', '.join(EXCHANGES)}")
+        if self.gat_kernels not in GAT_KERNELS:
+            raise CdfgnnError(f"estimate: gat_kernels {self.gat_kernels!r}; valid: "
+                              f"{', '.join(GAT_KERNELS)}")
         if min(self.in_dim, self.hidden, self.out_dim, self.layers, self.heads) < 1:
             raise CdfgnnError("estimate: dimensions, layers and heads must be >= 1")
         if not 0 <= self.linear <= self.layers:
@@ -272,8 +281,11 @@ def _graph_layer(led: Ledger, model: ModelShape, rank: RankShape, i: int, fin: i
     if model.model == "gat":
         width = model.projected_width(i)
         _weight(led, fwd, bwd, src_rows, fin, width, grad_in)
-        _gat_layer(led, fwd, bwd, rank, width, model.layer_heads(i))
-        if width != fout:                        # heads averaged into fout
+        if model.gat_kernels == "gather-scatter":
+            _gat_layer_gather_scatter(led, fwd, bwd, rank, width, model.layer_heads(i), fout)
+        else:
+            _gat_layer(led, fwd, bwd, rank, width, model.layer_heads(i))
+        if width != fout and model.gat_kernels == "fused":   # heads averaged into fout
             led.add(fwd, "elementwise", calls=1, bytes=F32 * n_out * (width + fout))
             led.add(bwd, "elementwise", calls=1, bytes=F32 * n_out * (width + fout))
     elif model.transforms_first(i):
@@ -316,6 +328,32 @@ def _gat_layer(led: Ledger, fwd: str, bwd: str, rank: RankShape, width: int,
             bytes=2 * 3 * F32 * (n_in + n_out) * width)
 
 
+def _gat_layer_gather_scatter(led: Ledger, fwd: str, bwd: str, rank: RankShape, width: int,
+                              heads: int, fout: int) -> None:
+    """One GAT layer's attention and aggregation as this engine runs it
+    (:class:`cdfgnn.models.layers.GATLayer`; PyG's and PGL's GAT likewise send one message
+    row per arc): the projected source row of every arc is gathered (``nnz x width``), scaled
+    by its attention and index-added into its destination, and the head mean taken. The
+    bytes follow the kernels autograd runs for it, counted as :mod:`cdfgnn.cost.ledger`
+    counts them (elementwise: every operand and the output; an indexed read: twice its
+    output plus an ``index_select``'s index; an indexed write: three times its source plus
+    its index); the bias is in the layer's generic passes."""
+    n_out, n_in, nnz = rank.out_rows, rank.in_rows, rank.nnz
+    e, w = F32 * nnz * heads, F32 * nnz * width          # per arc: scores, message rows
+    t_in, t_out = F32 * n_in * width, F32 * n_out * width
+    s_in, s_out = F32 * n_in * heads, F32 * n_out * heads
+    att, z, idx = F32 * width, F32 * n_out * fout, IDX * nnz
+    # scores of both ends, per-arc scores, softmax, messages, index_add, head mean
+    led.add(fwd, "elementwise", calls=14,
+            bytes=5 * t_in + 5 * t_out + s_in + 3 * s_out + 14 * e + 2 * w + 2 * att + z)
+    led.add(fwd, "gather", calls=8, bytes=16 * e + 5 * w + 2 * idx)
+    # the same backwards: message gradients (to the rows and to the attention), softmax
+    # and leaky ReLU, score gradients into the projected rows and the attention vectors
+    led.add(bwd, "elementwise", calls=25,
+            bytes=7 * w + 28 * e + 9 * t_out + 14 * t_in + 2 * s_out + s_in + 4 * att)
+    led.add(bwd, "gather", calls=6, bytes=5 * w + 11 * e + 2 * idx)
+
+
 def _sync(led: Ledger, fwd: str, bwd: str, rank: RankShape, w: int, codec_bits: int,
           backward: bool) -> None:
     """Gathers of the rows sent and the concatenation or index_add of those received,
@@ -338,7 +376,9 @@ def _loss_and_optimizer(led: Ledger, model: ModelShape, rank: RankShape) -> None
     # (weights and the rest: every layer has a weight-sized and a vector-sized part)
     n = model.param_count()
     tensors = sum(2 + (model.model == "sage" and model.graph_layer(i)
-                       and not model.precomputed(i)) for i in range(model.layers))
+                       and not model.precomputed(i))
+                  + 2 * (model.model == "gat" and model.graph_layer(i))   # attention vectors
+                  for i in range(model.layers))
     led.add("optimizer", "elementwise", calls=ADAM_KERNELS * tensors,
             bytes=ADAM_KERNELS * 3 * F32 * n)
 
