@@ -206,12 +206,16 @@ SYSTEMS: dict[str, System] = {
     # precompute, LayerNorm (config use_norm: true), full graph
     "exact (AdaQP Vanilla)": System("aggregate-first", "input", layernorm=True),
 }
-#: one-GPU systems: (GCN order, GraphSAGE order, GAT heads concatenated)
-SINGLE_SYSTEMS: dict[str, tuple[str, str, bool]] = {
-    "cdfgnn": ("transform-first", "transform-first", False),   # this engine
-    "dgl": ("narrower-first", "narrower-first", True),         # GraphConv, SAGEConv
-    "pyg": ("transform-first", "aggregate-first", True),       # GCNConv, SAGEConv
-    "pgl": ("narrower-first", "aggregate-first", True),        # pgl.layers gcn
+#: one-GPU systems: (GCN order, GraphSAGE order, GAT heads concatenated, GAT kernels:
+#: DGL's GATConv aggregates with one weighted SpMM ("fused"); this engine's GATLayer,
+#: PyG's GATConv (``message`` returns ``x_j * alpha``, summed by a scatter) and PGL's
+#: ``gat`` (``send_attention`` sends the source row per arc, ``reduce_attention`` pools
+#: it) materialise a message row per arc ("gather-scatter"))
+SINGLE_SYSTEMS: dict[str, tuple[str, str, bool, str]] = {
+    "cdfgnn": ("transform-first", "transform-first", False, "gather-scatter"),  # this engine
+    "dgl": ("narrower-first", "narrower-first", True, "fused"),       # GraphConv, SAGEConv
+    "pyg": ("transform-first", "aggregate-first", True, "gather-scatter"),  # GCNConv, SAGEConv
+    "pgl": ("narrower-first", "aggregate-first", True, "gather-scatter"),   # pgl.layers gcn
 }
 SYSTEM_HELP = ("a known system, or 'order=aggregate-first' / 'order=transform-first' "
                "(optionally with exchange=input|projected, layernorm, use-pp, pipeline)")
@@ -232,13 +236,13 @@ def system_of(text: str) -> System:
                   static_first="use-pp" in tokens, pipeline="pipeline" in tokens)
 
 
-def single_system(text: str) -> tuple[str, str, bool]:
+def single_system(text: str) -> tuple[str, str, bool, str]:
     key = text.split()[0].lower() if text.split() else ""
     for name, value in SINGLE_SYSTEMS.items():
         if key == name or key.startswith(name + "."):
             return value
     sys_ = system_of(text)                  # order=... tokens
-    return sys_.order, sys_.order, sys_.concat_heads
+    return sys_.order, sys_.order, sys_.concat_heads, "fused"
 
 
 # ----------------------------------------------------------------------------- datasets
@@ -679,7 +683,7 @@ def one_gpu(row: Row, gpu, system: str, n: int, arcs: int, features: int,
     from cdfgnn.pricing.interconnect import link_profile, parse_interconnect
     f = row.fields
     try:
-        gcn_order, sage_order, concat = single_system(system)
+        gcn_order, sage_order, concat, gat_kernels = single_system(system)
     except Skip:
         raise Skip("system", system, f"unknown; known: {', '.join(SINGLE_SYSTEMS)} "
                    f"(first word), or {SYSTEM_HELP}") from None
@@ -688,7 +692,7 @@ def one_gpu(row: Row, gpu, system: str, n: int, arcs: int, features: int,
     est = _estimate()
     shape = est.ModelShape(model, features, max(f["hidden"], 1), classes, layers,
                            order=sage_order if model == "sage" else gcn_order,
-                           heads=f["heads"], concat_heads=concat,
+                           heads=f["heads"], concat_heads=concat, gat_kernels=gat_kernels,
                            linear=layers if f["model"] == "sgc" else 0)
     rank = est.RankShape(out_rows=n, in_rows=n, nnz=arcs, self_rows=n, label_rows=n,
                          send_rows=0, recv_rows=0)
