@@ -77,14 +77,20 @@ def planned_files(output: str) -> set[str]:
     return {f for _, files in planned_jobs(output) for f in files}
 
 
-#: runs `python -m snakemake ARGS` at niceness +N (``sys.argv[1]``) with SIGINT at its
-#: default: a shell that runs this suite in the background (`pytest &`) starts it with
-#: SIGINT ignored, which snakemake would inherit and so never see the Ctrl-C. (An exec,
-#: not a preexec_fn: the build starts from a thread, where preexec_fn may deadlock.)
-_LAUNCH = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-           "os.nice(int(sys.argv[1])); "
-           "os.execv(sys.executable, [sys.executable, '-m', 'snakemake', *sys.argv[2:]])")
-#: the niceness a background build runs at: it takes only what the tests leave idle
+#: runs `python -m snakemake ARGS` in a process group of its own (its jobs too: a Ctrl-C
+#: reaches them all) with SIGINT at its default: a shell that runs this suite in the
+#: background (`pytest &`) starts it with SIGINT ignored, which snakemake would inherit
+#: and so never see the Ctrl-C. (An exec, not a preexec_fn: the build starts from a
+#: thread, where a preexec_fn may deadlock.) It stays in this session: on Linux each
+#: session is a scheduling group of its own ("autogroup"), within which alone a
+#: niceness ranks processes, so a new session would compete with the tests as an equal.
+_LAUNCH = ("import os, signal, sys; os.setpgid(0, 0); "
+           "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+           "os.execv(sys.executable, [sys.executable, '-m', 'snakemake', *sys.argv[1:]])")
+#: Popen closes the race with os.setpgid above where it can (Python 3.11+)
+_OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {}
+#: the niceness a background build runs at (and, on Linux, the SCHED_IDLE policy): it
+#: takes only what the tests leave idle
 BACKGROUND_NICE = 19
 
 
@@ -103,11 +109,11 @@ class SmokeBuild:
     """configs/smoke.yaml built into ``work`` in a thread of its own, started at once:
     interrupted like Ctrl-C once ``count`` partitionings are written, then resumed.
 
-    Until :meth:`result` is called its processes run at niceness +19, so they use only
-    the CPU the tests running meanwhile leave idle (the suite's tests are mostly one
-    process on a 2-core machine) and slow none of them; :meth:`result` gives them this
-    process's own priority back (where the OS lets it: root may, others keep +19) and
-    waits. The hang limits (``LIMIT_S``) count from that call, not before: in the
+    Until :meth:`result` is called its processes run at niceness 19 and, on Linux, in the
+    SCHED_IDLE policy, so they use only the CPU the tests running meanwhile leave idle
+    (the suite's tests are mostly one process on a 2-core machine) and slow none of
+    them; :meth:`result` gives them this process's own priority back (where the OS lets
+    it: root may, others stay low) and waits. The hang limits (``LIMIT_S``) count from that call, not before: in the
     background the build may wait behind the tests for as long as they keep the cores.
     """
 
@@ -136,7 +142,11 @@ class SmokeBuild:
             if self._waited_since is None:
                 self._waited_since = time.monotonic()
                 if self._proc is not None:
-                    _renice_group(self._proc.pid)
+                    own = os.getpriority(os.PRIO_PROCESS, 0)
+                    # twice: a job forked meanwhile by a thread not yet done is found
+                    for _ in range(2):
+                        for tid in _group_threads(self._proc.pid):
+                            _set_priority(tid, own, idle=False)
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -170,10 +180,11 @@ class SmokeBuild:
         with self._lock:
             if self._stopping:
                 raise RuntimeError("the smoke build was stopped")
-            nice = 0 if self._waited_since is not None else BACKGROUND_NICE
             self._proc = subprocess.Popen(
-                [str(BIN / "python"), "-c", _LAUNCH, str(nice), *self.args], env=self._env,
-                cwd=REPO, stdout=out, stderr=out, text=True, start_new_session=True)
+                [str(BIN / "python"), "-c", _LAUNCH, *self.args], env=self._env, cwd=REPO,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, text=True, **_OWN_GROUP)
+            if self._waited_since is None:   # its jobs inherit the priority
+                _set_priority(self._proc.pid, BACKGROUND_NICE, idle=True)
             return self._proc
 
     def _interrupted_run(self) -> dict[Path, float]:
@@ -216,16 +227,43 @@ class SmokeBuild:
 
 
 def _kill_group(pid: int, sig: int) -> None:
+    """``sig`` to the process group ``pid`` (to ``pid`` alone before it has made it)."""
     try:
         os.killpg(pid, sig)
     except ProcessLookupError:
-        pass
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
 
 
-def _renice_group(pid: int) -> None:
-    """The process group ``pid`` (snakemake and its jobs) at this process's niceness;
-    lowering a niceness needs privilege, so elsewhere it stays where it is."""
+def _set_priority(tid: int, niceness: int, idle: bool) -> None:
+    """Thread ``tid`` (a process: its main thread) at ``niceness`` and, where the OS has it
+    (Linux), in the SCHED_IDLE policy (``idle``: it runs only on a core nothing else
+    wants) or back in the normal one; threads and processes it starts inherit both. A
+    process may lower its own priority, not raise it again without privilege (root), so
+    elsewhere a build started in the background stays there."""
     try:
-        os.setpriority(os.PRIO_PGRP, pid, os.getpriority(os.PRIO_PROCESS, 0))
-    except (PermissionError, ProcessLookupError):
+        os.setpriority(os.PRIO_PROCESS, tid, niceness)
+        if hasattr(os, "sched_setscheduler"):
+            os.sched_setscheduler(tid, os.SCHED_IDLE if idle else os.SCHED_OTHER,
+                                  os.sched_param(0))
+    except OSError:       # not permitted, or the thread is gone
         pass
+
+
+def _group_threads(pgid: int) -> list[int]:
+    """Every thread of process group ``pgid`` (Linux's /proc; elsewhere its leader
+    alone). Linux sets a niceness and a policy per thread."""
+    if not os.path.isdir("/proc"):
+        return [pgid]
+    threads = []
+    for entry in os.listdir("/proc"):
+        try:
+            # /proc/PID/stat: "PID (COMMAND) STATE PPID PGRP ..."; COMMAND may hold spaces
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[2]) == pgid:
+                threads += [int(t) for t in os.listdir(f"/proc/{entry}/task")]
+        except (OSError, IndexError, ValueError):   # not a process, or gone meanwhile
+            continue
+    return threads
