@@ -600,14 +600,17 @@ def test_dataset_from_files_is_a_prepare_input(tmp_path):
                                      "features": "in/x.npy"}}]}
     top = write(tmp_path / "top.yaml", cfg)
     target = "results/data/mygraph.npz"
-    common = ["-n", "-p", "--cores", "1", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path),
-              target, "--configfile", str(top)]
-    proc = snakemake(*common)
-    assert proc.returncode != 0 and "in/edges.txt" in proc.stdout + proc.stderr
+    plan = ["-n", "-p", "--cores", "1", "--snakefile", str(REPO / "Snakefile"), target,
+            "--configfile", str(top)]
+    common = [*plan, "-d", str(tmp_path)]
+    # the same plan where the files are missing (a folder without them) and where they
+    # are, side by side
     (tmp_path / "in").mkdir()
     for f in ("edges.txt", "x.npy"):
         (tmp_path / "in" / f).write_text("0 1\n")
-    proc = snakemake(*common)
+    (tmp_path / "bare").mkdir()
+    missing, proc = snakemake_side_by_side([*plan, "-d", str(tmp_path / "bare")], common)
+    assert missing.returncode != 0 and "in/edges.txt" in missing.stdout + missing.stderr
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert ("cdfgnn prepare --dataset mygraph --from in/edges.txt --format snap "
             "--features in/x.npy --out results/data/mygraph.npz") in proc.stdout
