@@ -113,8 +113,9 @@ class SmokeBuild:
     SCHED_IDLE policy, so they use only the CPU the tests running meanwhile leave idle
     (the suite's tests are mostly one process on a 2-core machine) and slow none of
     them; :meth:`result` gives them this process's own priority back (where the OS lets
-    it: root may, others stay low) and waits. The hang limits (``LIMIT_S``) count from that call, not before: in the
-    background the build may wait behind the tests for as long as they keep the cores.
+    it: root may, others stay low) and waits. The hang limits (``LIMIT_S``) count from
+    that call, not before: in the background the build may wait behind the tests for as
+    long as they keep the cores.
     """
 
     #: seconds to reach the interruption, to stop after it, and for the resumed run

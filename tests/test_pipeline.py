@@ -653,8 +653,8 @@ def test_bad_config_value_is_one_line_naming_the_valid_values(tmp_path):
 
 
 @pytest.mark.slow
-# the shared smoke build runs in the setup of whichever of the two tests asks first, and
-# pytest-timeout counts setup and call together
+# the setup waits for the shared smoke build (conftest.py starts it with the session) where
+# it is not done yet, and pytest-timeout counts setup and call together
 @pytest.mark.timeout(1200)
 def test_smoke_pipeline(smoke_tree):
     """The shared smoke build (conftest.py ``smoke_tree``): interrupted like Ctrl-C part way
