@@ -227,7 +227,7 @@ def _dgl():
 
 def tiny(args: list[str], cwd: Path = Path(".")) -> list[str]:
     """A `cdfgnn` command's arguments made quick: 2 epochs, the tiny scale; `compare` on
-    three methods at hidden 8; the benchmark's one quick part; a small profile."""
+    three methods at hidden 8; the benchmark's one quick part, 2 rounds; a small profile."""
     out = list(args)
     sub = out[0]
     if "--scale" in out:
@@ -242,7 +242,7 @@ def tiny(args: list[str], cwd: Path = Path(".")) -> list[str]:
             out += ["--methods", "exact", "sar", "cofree"]
         out += [] if "--hidden" in out else ["--hidden", "8"]
     if sub == "bench":
-        out += ["--only", "ledger-op"]
+        out += ["--only", "ledger-op", "--rounds", "2"]
     if sub == "profile":
         out += ["--size", "128", "--repeats", "2"]
     expanded = []
