@@ -408,15 +408,19 @@ def main() -> None:
                          "of --ledger-workers)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="interleaved runs of the ledger lines (the ratio: their median)")
+    ap.add_argument("--rounds", type=int, default=15,
+                    help="rounds of the ledger-op line (each cost: its best round)")
     ap.add_argument("--dropout-workers", default="1,4",
                     help="P values of the dropout line (comma-separated)")
     ap.add_argument("--backends", default="thread,process",
                     help="backends of the dropout line at P > 1 (comma-separated)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds: {args.rounds} is not valid; valid: an integer >= 1")
     torch.set_num_threads(1)
     print("load average (1, 5, 15 min) at start: %.2f %.2f %.2f" % os.getloadavg())
     if args.only == "ledger-op":      # no graph needed
-        print(json.dumps(ledger_op_costs()))
+        print(json.dumps(ledger_op_costs(rounds=args.rounds)))
         return
     graph = build_graph(args.nodes, args.edges)
     print(f"graph: {graph.num_nodes} nodes, {graph.num_edges} undirected edges, "

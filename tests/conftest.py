@@ -78,12 +78,38 @@ def two_hosts():
         assert not hosts.exists()
 
 
-@pytest.fixture(scope="session")
-def smoke_tree(tmp_path_factory):
-    """configs/smoke.yaml built once per session (interrupted, then resumed: tests/smoke.py),
-    shared by tests/test_pipeline.py and tests/test_readme_commands.py."""
-    from smoke import build_smoke_tree
+def _new_smoke_build(tmp_path_factory):
+    from smoke import SmokeBuild
 
     work = tmp_path_factory.mktemp("smoke") / "work"
     work.mkdir()
-    return build_smoke_tree(work)
+    return SmokeBuild(work)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _smoke_build(request, tmp_path_factory):
+    """configs/smoke.yaml's build (tests/smoke.py), started with the session's first test
+    when a selected test uses ``smoke_tree``: it runs at the lowest CPU priority on what
+    the tests before it leave idle, instead of in a test's setup. Stopped (its processes
+    killed) at the session's end if it is still running then."""
+    if not any("smoke_tree" in getattr(item, "fixturenames", ())
+               for item in request.session.items):
+        yield None
+        return
+    build = _new_smoke_build(tmp_path_factory)
+    try:
+        yield build
+    finally:
+        build.stop()
+
+
+@pytest.fixture(scope="session")
+def smoke_tree(_smoke_build, tmp_path_factory):
+    """configs/smoke.yaml built once per session (interrupted, then resumed: tests/smoke.py),
+    shared by tests/test_pipeline.py and tests/test_readme_commands.py."""
+    build = _smoke_build or _new_smoke_build(tmp_path_factory)
+    try:
+        return build.result()
+    finally:
+        if _smoke_build is None:
+            build.stop()

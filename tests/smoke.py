@@ -1,8 +1,9 @@
 """Running Snakemake from tests, and the smoke build that several test modules share.
 
-:func:`build_smoke_tree` runs ``configs/smoke.yaml`` into a folder once per session (the
-``smoke_tree`` fixture of conftest.py), interrupted like Ctrl-C part way through and then
-resumed, so tests/test_pipeline.py can check the outputs and the resumption and
+:class:`SmokeBuild` runs ``configs/smoke.yaml`` into a folder once per session
+(conftest.py starts it in the background with the session; its ``smoke_tree`` fixture
+waits for it), interrupted like Ctrl-C part way through and then resumed, so
+tests/test_pipeline.py can check the outputs and the resumption and
 tests/test_readme_commands.py can run the README's commands on a built tree. A test that
 changes the tree restores it before it ends.
 """
@@ -13,7 +14,9 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +37,15 @@ def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.
     """Run snakemake from :data:`BIN`'s environment (the `cdfgnn` script on PATH)."""
     return subprocess.run([str(BIN / "python"), "-m", "snakemake", *args], cwd=cwd,
                           env=tool_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def snakemake_side_by_side(*runs: list[str],
+                           cwd: Path = REPO) -> list[subprocess.CompletedProcess]:
+    """:func:`snakemake` for every argument list of ``runs``, two at a time (each run is
+    one single-threaded process: two use both cores of the test machine); they must not
+    share a working directory (``-d``), whose locks a run takes even with ``-n``."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda args: snakemake(*args, cwd=cwd), runs))
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -65,33 +77,21 @@ def planned_files(output: str) -> set[str]:
     return {f for _, files in planned_jobs(output) for f in files}
 
 
-def interrupt_after(args: list[str], work: Path, pattern: str, count: int,
-                    timeout: float = 300) -> dict[Path, float]:
-    """Start snakemake, send Ctrl-C (SIGINT to its process group) once ``count`` files
-    match ``pattern`` under ``work``; return those finished files with their mtimes."""
-    # SIGINT back to its default in the child: a shell that runs this suite in the
-    # background (`pytest &`) starts it with SIGINT ignored, which the child would inherit
-    # and so never see the Ctrl-C
-    proc = subprocess.Popen([str(BIN / "python"), "-m", "snakemake", *args], env=tool_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + timeout
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            if len(list(work.glob(pattern))) >= count:
-                os.killpg(proc.pid, signal.SIGINT)
-                break
-            time.sleep(0.2)
-        # a graceful stop waits for the jobs in flight; a job inside a first-time numba
-        # compile only sees the signal when the compile returns (tens of seconds on a
-        # loaded 2-core machine), so allow minutes before calling it a hang
-        proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return {p: p.stat().st_mtime for p in work.glob(pattern)}
+#: runs `python -m snakemake ARGS` in a process group of its own (its jobs too: a Ctrl-C
+#: reaches them all) with SIGINT at its default: a shell that runs this suite in the
+#: background (`pytest &`) starts it with SIGINT ignored, which snakemake would inherit
+#: and so never see the Ctrl-C. (An exec, not a preexec_fn: the build starts from a
+#: thread, where a preexec_fn may deadlock.) It stays in this session: on Linux each
+#: session is a scheduling group of its own ("autogroup"), within which alone a
+#: niceness ranks processes, so a new session would compete with the tests as an equal.
+_LAUNCH = ("import os, signal, sys; os.setpgid(0, 0); "
+           "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+           "os.execv(sys.executable, [sys.executable, '-m', 'snakemake', *sys.argv[1:]])")
+#: Popen closes the race with os.setpgid above where it can (Python 3.11+)
+_OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {}
+#: the niceness a background build runs at (and, on Linux, the SCHED_IDLE policy): it
+#: takes only what the tests leave idle
+BACKGROUND_NICE = 19
 
 
 @dataclass
@@ -105,9 +105,166 @@ class SmokeTree:
     resumed: subprocess.CompletedProcess
 
 
-def build_smoke_tree(work: Path) -> SmokeTree:
-    """configs/smoke.yaml built into ``work``: interrupted once, then resumed."""
-    args = ["--snakefile", str(REPO / "Snakefile"), "-d", str(work),
-            "--configfile", str(REPO / "configs" / "smoke.yaml"), "--cores", "2"]
-    kept = interrupt_after(args, work, "results/partitions/*/*/*/*.stats.json", 4)
-    return SmokeTree(work, args, kept, snakemake(*args))
+class SmokeBuild:
+    """configs/smoke.yaml built into ``work`` in a thread of its own, started at once:
+    interrupted like Ctrl-C once ``count`` partitionings are written, then resumed.
+
+    Until :meth:`result` is called its processes run at niceness 19 and, on Linux, in the
+    SCHED_IDLE policy, so they use only the CPU the tests running meanwhile leave idle
+    (the suite's tests are mostly one process on a 2-core machine) and slow none of
+    them; :meth:`result` gives them this process's own priority back (where the OS lets
+    it: root may, others stay low) and waits. The hang limits (``LIMIT_S``) count from
+    that call, not before: in the background the build may wait behind the tests for as
+    long as they keep the cores.
+    """
+
+    #: seconds to reach the interruption, to stop after it, and for the resumed run
+    LIMIT_S = (300.0, 300.0, 600.0)
+
+    def __init__(self, work: Path, pattern: str = "results/partitions/*/*/*/*.stats.json",
+                 count: int = 4):
+        self.work, self.pattern, self.count = work, pattern, count
+        self.args = ["--snakefile", str(REPO / "Snakefile"), "-d", str(work),
+                     "--configfile", str(REPO / "configs" / "smoke.yaml"), "--cores", "2"]
+        # the environment now, in this thread: the tests running meanwhile may patch it
+        self._env = tool_env()
+        self._waited_since: float | None = None    # set by result()
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._stopping = False
+        self._tree: SmokeTree | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="smoke-build", daemon=True)
+        self._thread.start()
+
+    def result(self) -> SmokeTree:
+        """Wait for the build (at this process's priority from now on) and return it."""
+        with self._lock:
+            if self._waited_since is None:
+                self._waited_since = time.monotonic()
+                if self._proc is not None:
+                    own = os.getpriority(os.PRIO_PROCESS, 0)
+                    # twice: a job forked meanwhile by a thread not yet done is found
+                    for _ in range(2):
+                        for tid in _group_threads(self._proc.pid):
+                            _set_priority(tid, own, idle=False)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._tree is not None
+        return self._tree
+
+    def stop(self) -> None:
+        """End the build where it is (its whole process group) and wait for the thread."""
+        with self._lock:
+            self._stopping = True
+            if self._proc is not None and self._proc.poll() is None:
+                _kill_group(self._proc.pid, signal.SIGKILL)
+        self._thread.join()
+
+    # ---------------------------------------------------------------- the thread
+    def _run(self) -> None:
+        try:
+            kept = self._interrupted_run()
+            self._tree = SmokeTree(self.work, self.args, kept, self._resumed_run())
+        except BaseException as exc:  # noqa: BLE001 - handed to result()
+            self._error = exc
+
+    def _expired(self, limit_s: float, since: float | None = None) -> bool:
+        """Past ``limit_s`` counted from result()'s call (or ``since``, if later)."""
+        start = self._waited_since
+        if start is None:
+            return False
+        return time.monotonic() > max(start, since or start) + limit_s
+
+    def _start(self, out) -> subprocess.Popen:
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("the smoke build was stopped")
+            self._proc = subprocess.Popen(
+                [str(BIN / "python"), "-c", _LAUNCH, *self.args], env=self._env, cwd=REPO,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, text=True, **_OWN_GROUP)
+            if self._waited_since is None:   # its jobs inherit the priority
+                _set_priority(self._proc.pid, BACKGROUND_NICE, idle=True)
+            return self._proc
+
+    def _interrupted_run(self) -> dict[Path, float]:
+        """Start snakemake, send Ctrl-C (SIGINT to its process group) once ``count``
+        files match ``pattern`` under ``work``; return those files with their mtimes."""
+        proc = self._start(subprocess.DEVNULL)
+        try:
+            while proc.poll() is None and not self._expired(self.LIMIT_S[0]):
+                if len(list(self.work.glob(self.pattern))) >= self.count:
+                    _kill_group(proc.pid, signal.SIGINT)
+                    break
+                time.sleep(0.2)
+            # a graceful stop waits for the jobs in flight; a job inside a first-time
+            # numba compile only sees the signal when the compile returns (tens of
+            # seconds on a loaded 2-core machine), so allow minutes before calling it a hang
+            signalled = time.monotonic()
+            while proc.poll() is None:
+                if self._expired(self.LIMIT_S[1], since=signalled):
+                    raise TimeoutError("the interrupted smoke build did not stop")
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+        return {p: p.stat().st_mtime for p in self.work.glob(self.pattern)}
+
+    def _resumed_run(self) -> subprocess.CompletedProcess:
+        proc = self._start(subprocess.PIPE)
+        started = time.monotonic()
+        while True:
+            try:        # a retried communicate() loses none of the output
+                out, err = proc.communicate(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                if self._expired(self.LIMIT_S[2], since=started):
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    """``sig`` to the process group ``pid`` (to ``pid`` alone before it has made it)."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _set_priority(tid: int, niceness: int, idle: bool) -> None:
+    """Thread ``tid`` (a process: its main thread) at ``niceness`` and, where the OS has it
+    (Linux), in the SCHED_IDLE policy (``idle``: it runs only on a core nothing else
+    wants) or back in the normal one; threads and processes it starts inherit both. A
+    process may lower its own priority, not raise it again without privilege (root), so
+    elsewhere a build started in the background stays there."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, niceness)
+        if hasattr(os, "sched_setscheduler"):
+            os.sched_setscheduler(tid, os.SCHED_IDLE if idle else os.SCHED_OTHER,
+                                  os.sched_param(0))
+    except OSError:       # not permitted, or the thread is gone
+        pass
+
+
+def _group_threads(pgid: int) -> list[int]:
+    """Every thread of process group ``pgid`` (Linux's /proc; elsewhere its leader
+    alone). Linux sets a niceness and a policy per thread."""
+    if not os.path.isdir("/proc"):
+        return [pgid]
+    threads = []
+    for entry in os.listdir("/proc"):
+        try:
+            # /proc/PID/stat: "PID (COMMAND) STATE PPID PGRP ..."; COMMAND may hold spaces
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[2]) == pgid:
+                threads += [int(t) for t in os.listdir(f"/proc/{entry}/task")]
+        except (OSError, IndexError, ValueError):   # not a process, or gone meanwhile
+            continue
+    return threads

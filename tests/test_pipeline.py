@@ -29,7 +29,7 @@ from cdfgnn.experiments.config import check_schema, load_config, load_schema
 from cdfgnn.experiments import grid as grid_module
 from cdfgnn.experiments.grid import TRAIN_FLAGS, Grid, Plugins, format_param
 from cdfgnn.train.config import ONE_PROCESS_TRAINERS, TrainConfig, grid_options, train_options
-from smoke import job_counts, planned_files, planned_jobs, snakemake
+from smoke import job_counts, planned_files, planned_jobs, snakemake, snakemake_side_by_side
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.json"
@@ -486,8 +486,13 @@ def test_full_config_dry_run_trains_on_gpus_and_device_cpu_overrides(tmp_path):
     """configs/full.yaml: distributed jobs on the process backend with --device cuda and
     one GPU per rank; `--config device=cpu` plans the same jobs on the CPU, no GPU."""
     common = ["engine", "-n", "-p", "--cores", "16", "--snakefile", str(REPO / "Snakefile"),
-              "-d", str(tmp_path), "--configfile", str(REPO / "configs" / "full.yaml")]
-    gpu_jobs = _train_jobs(snakemake(*common).stdout)
+              "--configfile", str(REPO / "configs" / "full.yaml")]
+    (tmp_path / "gpu").mkdir()
+    (tmp_path / "cpu").mkdir()
+    gpu, cpu = snakemake_side_by_side([*common, "-d", str(tmp_path / "gpu")],
+                                      [*common, "-d", str(tmp_path / "cpu"),
+                                       "--config", "device=cpu"])
+    gpu_jobs = _train_jobs(gpu.stdout)
     assert gpu_jobs
     for gpus, cmd in gpu_jobs:
         args = shlex.split(cmd.split(" > ")[0])
@@ -495,7 +500,7 @@ def test_full_config_dry_run_trains_on_gpus_and_device_cpu_overrides(tmp_path):
         assert args[args.index("--device") + 1] == "cuda", cmd
         assert args[args.index("--backend") + 1] == "process", cmd
         assert gpus == workers, (gpus, cmd)
-    cpu_jobs = _train_jobs(snakemake(*common, "--config", "device=cpu").stdout)
+    cpu_jobs = _train_jobs(cpu.stdout)
     assert len(cpu_jobs) == len(gpu_jobs)
     assert all(gpus == 0 and "--device" not in cmd for gpus, cmd in cpu_jobs), cpu_jobs[:2]
 
@@ -566,10 +571,14 @@ def test_group_target_builds_only_that_papers_outputs(tmp_path):
         "figures": {"demo/rf": {"plot": "rf-vs-parts", "partition_set": "demo_parts",
                                   "topologies": ["h2x1"]}}})
     top = write(tmp_path / "top.yaml", {"include": [str(REPO / "configs" / "smoke.yaml"), str(frag)]})
-    common = ["-n", "--cores", "2", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path)]
+    common = ["-n", "--cores", "2", "--snakefile", str(REPO / "Snakefile")]
     grid = Grid(load_config([top], root=REPO))
-    for group in ("demo", "engine"):
-        proc = snakemake(*common, group, "--configfile", str(top))
+    groups = ("demo", "engine")
+    for group in groups:
+        (tmp_path / group).mkdir()
+    procs = snakemake_side_by_side(*[[*common, "-d", str(tmp_path / group), group,
+                                      "--configfile", str(top)] for group in groups])
+    for group, proc in zip(groups, procs):
         assert proc.returncode == 0, proc.stderr[-3000:]
         outs = [o for o in grid.outputs() if o.group == group]
         runs = {r for o in outs for r in grid.output_runs(o)}
@@ -591,14 +600,17 @@ def test_dataset_from_files_is_a_prepare_input(tmp_path):
                                      "features": "in/x.npy"}}]}
     top = write(tmp_path / "top.yaml", cfg)
     target = "results/data/mygraph.npz"
-    common = ["-n", "-p", "--cores", "1", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path),
-              target, "--configfile", str(top)]
-    proc = snakemake(*common)
-    assert proc.returncode != 0 and "in/edges.txt" in proc.stdout + proc.stderr
+    plan = ["-n", "-p", "--cores", "1", "--snakefile", str(REPO / "Snakefile"), target,
+            "--configfile", str(top)]
+    common = [*plan, "-d", str(tmp_path)]
+    # the same plan where the files are missing (a folder without them) and where they
+    # are, side by side
     (tmp_path / "in").mkdir()
     for f in ("edges.txt", "x.npy"):
         (tmp_path / "in" / f).write_text("0 1\n")
-    proc = snakemake(*common)
+    (tmp_path / "bare").mkdir()
+    missing, proc = snakemake_side_by_side([*plan, "-d", str(tmp_path / "bare")], common)
+    assert missing.returncode != 0 and "in/edges.txt" in missing.stdout + missing.stderr
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert ("cdfgnn prepare --dataset mygraph --from in/edges.txt --format snap "
             "--features in/x.npy --out results/data/mygraph.npz") in proc.stdout
@@ -641,8 +653,8 @@ def test_bad_config_value_is_one_line_naming_the_valid_values(tmp_path):
 
 
 @pytest.mark.slow
-# the shared smoke build runs in the setup of whichever of the two tests asks first, and
-# pytest-timeout counts setup and call together
+# the setup waits for the shared smoke build (conftest.py starts it with the session) where
+# it is not done yet, and pytest-timeout counts setup and call together
 @pytest.mark.timeout(1200)
 def test_smoke_pipeline(smoke_tree):
     """The shared smoke build (conftest.py ``smoke_tree``): interrupted like Ctrl-C part way
