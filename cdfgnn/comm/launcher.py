@@ -63,7 +63,8 @@ from cdfgnn.errors import CdfgnnError, WorkerFailedError
 from cdfgnn.partition.base import Topology
 
 BACKENDS = ("thread", "process")
-# After a failure, how long to wait for the other ranks to unwind before reporting.
+# After a failure, how long to wait for the other ranks to unwind before reporting; also
+# the margin of the straggler backstop past the collectives' own timeout.
 _UNWIND_GRACE_S = 2.0
 _POLL_S = 0.1
 _PRELOAD = ["__main__", "torch", "torch.distributed", "cdfgnn.comm.process", "cdfgnn.comm.launcher"]
@@ -187,8 +188,9 @@ def _launch_threads(fn, world_size, topology, timeout_s, args, device) -> list:
         rank, exc = group.failure
         raise _failure(rank, exc, extra) from exc
     if stragglers:
-        raise WorkerFailedError(f"rank(s) {stragglers} did not finish within {timeout_s:g} s "
-                                "after the first rank returned")
+        raise WorkerFailedError(f"rank(s) {stragglers} did not finish within "
+                                f"{timeout_s + _UNWIND_GRACE_S:g} s after the first rank "
+                                "returned")
     return results
 
 
@@ -203,7 +205,10 @@ def _wait_threads(group, finished, done, world_size, timeout_s) -> None:
                 finished.wait_for(lambda: len(done) == world_size, timeout=limit - now)
                 return
             if done and deadline is None:
-                deadline = now + timeout_s
+                # a rank still inside a collective is reported by that collective's own
+                # timeout (which names the rank that never came); this backstop, for a
+                # rank stuck outside any collective, waits past it so the two never race
+                deadline = now + timeout_s + _UNWIND_GRACE_S
             if deadline is not None and now >= deadline:
                 return
             finished.wait(timeout=_POLL_S if deadline is None else min(_POLL_S, deadline - now))
