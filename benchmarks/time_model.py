@@ -171,7 +171,7 @@ def source_group(source: str) -> str:
 class System:
     """How the code behind a distributed row trains (read from its public code)."""
 
-    order: str = "aggregate-first"       # order inside a layer (estimate.ORDERS)
+    order: str = "aggregate-first"       # order inside a GCN/GAT layer (estimate.ORDERS)
     exchange: str = "input"              # rows that cross the partition (estimate)
     layernorm: bool = False
     static_first: bool = False           # --use-pp: layer 0's halo inputs fetched once
@@ -180,15 +180,19 @@ class System:
     concat_heads: bool = False           # GAT: hidden layers concatenate heads
     #: the regime the system's scripts use per dataset where a row does not say
     inductive: frozenset = frozenset()
+    sage_order: str = ""                 # inside a GraphSAGE layer ("": as ``order``)
 
 
 # Sylvie's module/model.py (the BNS-GCN / PipeGCN lineage): each layer's input rows are
 # exchanged before the layer; GraphSAGE aggregates first (module/layer.py), GCN is DGL's
 # GraphConv (transforms first when that narrows), GAT is DGL's GATConv with heads
 # averaged; LayerNorm between layers; --use-pp (layer 0 on halo rows fetched once);
-# scripts/*_full.sh: --inductive for reddit, yelp and amazon
-_PEER = System("narrower-first", "input", layernorm=True, static_first=True,
-               inductive=frozenset({"reddit", "yelp", "amazon-products"}))
+# scripts/*_full.sh: --inductive for reddit, yelp and amazon. GraphSAGELayer
+# (module/layer.py) always aggregates at its input width, then applies its Linear, so
+# its order is aggregate-first whatever the widths (zxmeng98/Sylvie@72572f6,
+# GATECH-EIC/BNS-GCN and GATECH-EIC/PipeGCN share the layer)
+_PEER = System("narrower-first", "input", sage_order="aggregate-first", layernorm=True,
+               static_first=True, inductive=frozenset({"reddit", "yelp", "amazon-products"}))
 SYSTEMS: dict[str, System] = {
     "exact (Sylvie code fp32)": _PEER,
     "pipegcn": dataclasses.replace(_PEER, pipeline=True),
@@ -201,6 +205,8 @@ SYSTEMS: dict[str, System] = {
     # GNNPipe's graph-parallel baseline (applications/async_multi_gpus/gcn.cc): layer 0
     # transforms then aggregates, later layers aggregate then transform (DGL's rule at
     # its widths), mirror rows exchanged at every layer, no LayerNorm, no precompute
+    # (its GraphSAGE aggregates first in every layer after the first, so its last,
+    # narrowing layer is priced transform-first here: 1 layer of the rows' 16 or 32)
     "exact (GNNPipe graph-parallel)": System("narrower-first", "input"),
     # AdaQP model/distGCN.py: DistAggConv (aggregate) then W at every layer, no
     # precompute, LayerNorm (config use_norm: true), full graph
@@ -527,8 +533,10 @@ def model_shape(f: dict, system: System, features: int, classes: int):
         layers, linear = max(layers, 1), max(layers, 1)
     if linear > layers:
         raise Skip("linear", linear, f"more Linear layers than layers ({layers})")
-    return est.ModelShape(MODELS[f["model"]], features, max(f["hidden"], 1), classes, layers,
-                          order=system.order, layernorm=system.layernorm, heads=f["heads"],
+    kind = MODELS[f["model"]]
+    order = system.sage_order if kind == "sage" and system.sage_order else system.order
+    return est.ModelShape(kind, features, max(f["hidden"], 1), classes, layers,
+                          order=order, layernorm=system.layernorm, heads=f["heads"],
                           concat_heads=system.concat_heads, exchange=system.exchange,
                           static_first=system.static_first and f["model"] != "sgc",
                           linear=linear)

@@ -199,6 +199,21 @@ def test_a_system_may_name_its_layer_order():
         _prep(system="mycode")
 
 
+def test_peer_graphsage_aggregates_at_its_input_width():
+    """Sylvie's, BNS-GCN's and PipeGCN's GraphSAGELayer aggregates, then applies its Linear,
+    whatever the widths; their GCN is DGL's GraphConv (narrower first)."""
+    peer = tm.SYSTEMS["exact (Sylvie code fp32)"]
+    f = {"model": "graphsage", "layers": 2, "linear": 0, "hidden": 256, "heads": 1}
+    assert tm.model_shape(f, peer, 602, 41).order == "aggregate-first"
+    assert tm.model_shape(dict(f, model="gcn"), peer, 602, 41).order == "narrower-first"
+    eff = __import__("cdfgnn.pricing.efficiency", fromlist=["x"]).load_efficiency()
+    # the last layer narrows 256 -> 41: aggregating first reads 256-wide rows, not 41
+    sage = _prep(model="graphsage", hidden="256").predict(eff)["compute"]
+    narrow = _prep(model="graphsage", hidden="256",
+                   system="x order=narrower-first layernorm use-pp").predict(eff)["compute"]
+    assert sage > narrow
+
+
 def test_split_is_stratified_by_source_and_ignores_the_numbers():
     rows = [_row(source=f"group{g}/file row {i}") for g in range(3) for i in range(5)]
     preps = [tm.Prepared(dataclass_replace(r, line=i)) for i, r in enumerate(rows)]
