@@ -214,6 +214,21 @@ def test_peer_graphsage_aggregates_at_its_input_width():
     assert sage > narrow
 
 
+def test_a_pipelined_row_compares_its_exchange_wait_with_the_all_reduce():
+    """Pipelined (PipeGCN-style) rows: the exchange in flight lands in the all-reduce
+    timer, so communication is epoch minus compute on both sides; other rows keep the
+    published exchange time and the model's epoch minus compute and all-reduce."""
+    eff = __import__("cdfgnn.pricing.efficiency", fromlist=["x"]).load_efficiency()
+    piped = _row(system="pipegcn", epoch_s="0.30", comm_s="0.05", compute_s="0.08")
+    assert piped.published["communication"] == pytest.approx(0.30 - 0.08)
+    assert _row(epoch_s="0.30", comm_s="0.05", compute_s="0.08").published[
+        "communication"] == pytest.approx(0.05)
+    pred = tm.prepare_epoch_row(piped, FakeContext()).predict(eff)
+    assert pred["communication"] == pytest.approx(pred["epoch"] - pred["compute"])
+    plain = _prep().predict(eff)
+    assert plain["communication"] < plain["epoch"] - plain["compute"]
+
+
 def test_split_is_stratified_by_source_and_ignores_the_numbers():
     rows = [_row(source=f"group{g}/file row {i}") for g in range(3) for i in range(5)]
     preps = [tm.Prepared(dataclass_replace(r, line=i)) for i, r in enumerate(rows)]
