@@ -19,7 +19,12 @@ integer:
   affinely independent ``theta`` determine the map (exact rational arithmetic, no
   rounding) and it has predicted :data:`VERIFY` further counted calls exactly. Then
   calls whose ``theta`` lies in the span of those run hidden and add the predicted
-  counts, and every :data:`CHECK`-th of them is counted op by op again and compared. A
+  counts, and every :data:`CHECK`-th of them is counted op by op again and compared.
+  Inside the call only the span check runs (``theta`` against the basis's integer null
+  space: a few integer products); where the map's coefficients are integers its counts
+  are computed when the ledger is next read (:meth:`~cdfgnn.cost.ledger.Ledger.defer`),
+  after the timed step, else at the call (counts that are not integers there: the call
+  is counted op by op). A
   prediction that misses while learning marks the key as not affine (counted op by op
   from then on, with a warning); one that misses at a check raises, since calls
   predicted before it may be wrong: the caller's key misses something the kernels
@@ -259,11 +264,13 @@ class _Counts:
     :meth:`_Affine.add`; a later add makes a new one, so a deferred prediction keeps the
     map it was made with)."""
 
-    __slots__ = ("pivots", "pc", "den", "n", "c", "targets")
+    __slots__ = ("pivots", "pc", "den", "n", "c", "targets", "integral")
 
     def __init__(self, pivots, pc, den, n, c, targets):
         self.pivots, self.pc, self.den, self.n = pivots, pc, den, n
         self.c, self.targets = c, targets
+        #: C holds integers only: the counts at every integer t are integers
+        self.integral = all(v.denominator == 1 for row in c for v in row)
 
     def at(self, t: list[int]) -> list[int] | None:
         """The counts at ``t`` (nonzero columns: ``targets``); None where they are not
@@ -283,21 +290,19 @@ class _Counts:
 
 
 class _Predicted:
-    """The (row, field, value) adds of one predicted call (:meth:`Ledger.defer` iterates
-    them when the ledger is next read, after the timed step)."""
+    """The (row, field, value) adds of one predicted call of a map whose counts are
+    integers everywhere (:attr:`_Counts.integral`), computed when :meth:`Ledger.defer`
+    iterates them: when the ledger is next read, after the timed step."""
 
-    __slots__ = ("counts", "t", "key")
+    __slots__ = ("counts", "t")
 
-    def __init__(self, counts: _Counts, t: list[int], key: Hashable):
-        self.counts, self.t, self.key = counts, t, key
+    def __init__(self, counts: _Counts, t: list[int]):
+        self.counts, self.t = counts, t
 
     def __iter__(self):
         pred = self.counts.at(self.t)
-        if pred is None:    # t in the span with counts that are not integers: a wrong map
-            raise RuntimeError(
-                f"operation ledger: the counts of a region keyed {self.key!r} are not an "
-                f"affine function of its sizes (the learnt map gives fractional counts at "
-                f"{self.t[:-1]}): counts predicted with it may be wrong")
+        if pred is None:        # an integral map gives integers: nothing else can be here
+            raise AssertionError(f"operation ledger: fractional counts at {self.t}")
         return ((r, f, v) for (r, f), v in zip(self.counts.targets, pred))
 
 
@@ -309,7 +314,9 @@ class _Affine:
     ``t[pivots] P == t`` with ``P = A^-1 B``, and then its counts are ``t[pivots] C``
     with ``C = A^-1 Y`` (exact: ``P`` and ``C`` are rational, kept as one int64 matrix
     ``den [P | C]`` over their common denominator ``den`` where the sums fit, else as
-    Fractions)."""
+    Fractions). The span test a call runs is the same condition written with the null
+    space of ``B``: ``t . v == 0`` for each of its integer basis vectors ``v``
+    (:meth:`in_span`); the counts come from :class:`_Counts`."""
 
     def __init__(self):
         self.signature: tuple | None = None      # rows and end phase of every call
@@ -399,10 +406,17 @@ def counted_affine(memo: dict, key: Hashable, theta: Sequence[int], fn: Callable
     t = [int(v) for v in theta] + [1]
     ready = fit.streak >= VERIFY
     if ready and fit.since_check < CHECK and fit.in_span(t):
-        # the counts themselves are computed when the ledger is read (after the timed
-        # step): only the span check runs here
-        fit.since_check += 1
-        return _replay(fit.rows, _Predicted(fit.counts, t, key), fit.signature[1], fn)
+        counts = fit.counts
+        if counts.integral:
+            # integer counts at every integer t in the span: computed when the ledger is
+            # read (after the timed step); only the span check runs here
+            fit.since_check += 1
+            return _replay(fit.rows, _Predicted(counts, t), fit.signature[1], fn)
+        pred = counts.at(t)         # may not be an integer: then counted below
+        if pred is not None:
+            fit.since_check += 1
+            return _replay(fit.rows, ((r, f, v) for (r, f), v in zip(fit.targets, pred)),
+                           fit.signature[1], fn)
     pred = fit.predict(t)
     out, kept = _count(fn)
     fit.since_check = 0
