@@ -14,8 +14,9 @@ Prints ratios measured side by side in one run (targets from issue 2):
   * what counting adds to one small aten op, and how much of it is the dispatch mode's
     own round trip (``--only ledger-op``; microseconds of thread CPU time, no target)
   * the epoch times a run record holds (epoch rows' modelled_s, the CPU-measured
-    model, and wall_s) with counting on over the same run with --count-ops false,
-    whole runs interleaved (``--only record``)                    target <= 1.05
+    model, and wall_s) with counting on over the same run with --count-ops false:
+    two whole runs in two processes taking turns epoch by epoch, the median of the
+    epoch-by-epoch ratios (``--only record``)                     target <= 1.05
 
 Usage: python benchmarks/engine_overhead.py [--nodes 100000] [--edges 2000000] [--epochs 10]
        python benchmarks/engine_overhead.py --only dropout --dropout-workers 1,4 \
