@@ -129,10 +129,13 @@ def test_counted_affine_predicts_the_counts_of_counting_every_op(sizes, width):
         assert predicted > 0
 
 
-def test_counted_affine_predicts_in_integers_over_a_common_denominator(monkeypatch):
-    """A size that is a constant multiple of the constant column (a batch of 50 seeds)
-    puts 1/50 into the map: it is kept as integers over their common denominator, and
-    its predictions are those of counting every op."""
+def test_counted_affine_keeps_a_constant_multiple_of_the_constant_column_integral(
+        monkeypatch):
+    """A size that is a constant multiple of the constant column (a batch of 50 seeds):
+    the constant column is the pivot, the size 50 times it, so the map's coefficients
+    stay integers (its counts are computed when the ledger is read), and its
+    predictions are those of counting every op. (Fractional coefficients, over a common
+    denominator: test_a_map_with_fractional_counts_counts_those_calls_op_by_op.)"""
     w = torch.randn(3, 5)
 
     def fn_of(n):
@@ -149,7 +152,8 @@ def test_counted_affine_predicts_in_integers_over_a_common_denominator(monkeypat
             reuse.counted_affine(memo, "k", (50, n), fn_of(n))
     assert short == every
     fit = memo["k"]
-    assert fit.den == 50 and fit.pc is not None
+    assert fit.pivots[0] == 2 and fit.den == 1 and fit.pc is not None
+    assert fit.counts.integral
     assert spy.n < 4 * len(sizes)          # some calls were predicted, not counted
 
 
@@ -431,5 +435,6 @@ def test_a_map_with_fractional_counts_counts_those_calls_op_by_op():
     with oplog.counting(short, "s"):
         for n in sizes:
             reuse.counted_affine(memo, "k", (n,), fn_of(n))
-    assert not memo["k"].counts.integral
+    fit = memo["k"]
+    assert not fit.counts.integral and fit.den == 2 and fit.pc is not None
     assert short == every and every.get("s", "elementwise")["calls"] == sum(n // 2 for n in sizes)

@@ -212,10 +212,14 @@ def _matmul(a: list[list[Fraction]], b: list[list]) -> list[list[Fraction]]:
 
 def _pivots(rows: list[list[Fraction]]) -> list[int] | None:
     """Columns of a basis of the row space (row echelon), or None if the rows are
-    linearly dependent."""
+    linearly dependent. The last column (the constant 1 of ``[*theta, 1]``) is tried
+    first: a size that is a constant multiple of it (a batch of 50 seeds) is then 50
+    times it, not it 1/50 of that size, which keeps the map's coefficients integers
+    where the counts are integer sums of sizes (:attr:`_Counts.integral`)."""
     m = [r[:] for r in rows]
     cols, r0 = [], 0
-    for c in range(len(m[0])):
+    n = len(m[0])
+    for c in [n - 1, *range(n - 1)]:
         p = next((r for r in range(r0, len(m)) if m[r][c] != 0), None)
         if p is None:
             continue
@@ -368,7 +372,10 @@ class _Affine:
         if self.p is None:
             return False
         for vec in self.null:
-            if sum(t[i] * v for i, v in vec):
+            acc = 0
+            for i, v in vec:        # a plain loop: a generator costs a frame per entry
+                acc += t[i] * v
+            if acc:
                 return False
         return True
 
