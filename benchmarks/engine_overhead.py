@@ -344,6 +344,7 @@ def record_ratios(graph, hidden: int, epochs: int, warmup: int, workers: int,
                 conns[on], child = spawn.Pipe()
                 procs.append(spawn.Process(target=_record_in_turns, args=(kw, on, child)))
                 procs[-1].start()
+            done = False
             try:
                 for e in range(epochs):
                     for on in ((False, True) if e % 2 == 0 else (True, False)):
@@ -351,11 +352,13 @@ def record_ratios(graph, hidden: int, epochs: int, warmup: int, workers: int,
                         if conns[on].recv() != "done":
                             raise RuntimeError("record line: a run did not finish its epoch")
                 got = {on: conns[on].recv()[warmup:] for on in (False, True)}
-            finally:
+                done = True
+            finally:     # a run that failed leaves the other waiting for its turn: end both
                 for proc in procs:
-                    proc.join(timeout=60)
+                    proc.join(timeout=60 if done else 0)
                     if proc.is_alive():
                         proc.kill()
+                        proc.join()
             for k in per:       # epoch e of the counting run over epoch e of the other
                 per[k].append([on[k] / off[k] for on, off in zip(got[True], got[False])])
     what = (f"{method} P={workers}" + (f" b={batch_size}" if sampled else "")
