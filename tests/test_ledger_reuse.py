@@ -129,10 +129,13 @@ def test_counted_affine_predicts_the_counts_of_counting_every_op(sizes, width):
         assert predicted > 0
 
 
-def test_counted_affine_predicts_in_integers_over_a_common_denominator(monkeypatch):
-    """A size that is a constant multiple of the constant column (a batch of 50 seeds)
-    puts 1/50 into the map: it is kept as integers over their common denominator, and
-    its predictions are those of counting every op."""
+def test_counted_affine_keeps_a_constant_multiple_of_the_constant_column_integral(
+        monkeypatch):
+    """A size that is a constant multiple of the constant column (a batch of 50 seeds):
+    the constant column is the pivot, the size 50 times it, so the map's coefficients
+    stay integers (its counts are computed when the ledger is read), and its
+    predictions are those of counting every op. (Fractional coefficients, over a common
+    denominator: test_a_map_with_fractional_counts_counts_those_calls_op_by_op.)"""
     w = torch.randn(3, 5)
 
     def fn_of(n):
@@ -149,7 +152,8 @@ def test_counted_affine_predicts_in_integers_over_a_common_denominator(monkeypat
             reuse.counted_affine(memo, "k", (50, n), fn_of(n))
     assert short == every
     fit = memo["k"]
-    assert fit.den == 50 and fit.pc is not None
+    assert fit.pivots[0] == 2 and fit.den == 1 and fit.pc is not None
+    assert fit.counts.integral
     assert spy.n < 4 * len(sizes)          # some calls were predicted, not counted
 
 
@@ -365,3 +369,72 @@ def test_jaca_counts_as_every_op(params, dropout, graph_file, monkeypatch):
         every = run_training(TrainConfig(**kw))
     assert short["model_time"]["device"]["inputs"] == every["model_time"]["device"]["inputs"]
     assert [e["loss"] for e in short["epochs"]] == [e["loss"] for e in every["epochs"]]
+
+
+# ------------------------------------------------------------------ span check, deferred counts
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(st.lists(st.integers(-6, 6), min_size=4, max_size=4), min_size=1,
+                     max_size=3),
+       coef=st.lists(st.integers(-3, 3), min_size=3, max_size=3),
+       noise=st.lists(st.integers(-2, 2), min_size=4, max_size=4))
+def test_the_span_check_is_membership_in_the_row_space(rows, coef, noise):
+    """in_span (the basis's integer null space) says whether t lies in the basis's row
+    span, as rank does: for combinations of the rows and for other vectors."""
+    from fractions import Fraction
+    basis = [r for r in rows]
+    if reuse._pivots([[Fraction(v) for v in r] for r in basis]) is None:
+        return          # dependent rows: not a basis the map would hold
+    fit = reuse._Affine()
+    for r in basis:
+        fit.add(r, [1] * reuse._NF)
+    inside = [sum(c * r[j] for c, r in zip(coef, basis)) for j in range(4)]
+    for t in (inside, [a + b for a, b in zip(inside, noise)]):
+        spanned = reuse._pivots([[Fraction(v) for v in r] for r in basis + [t]]) is None
+        assert fit.in_span(t) == spanned
+
+
+def test_predicted_counts_are_computed_when_the_ledger_is_read(monkeypatch):
+    """A step predicted with an integral map adds its counts when its ledger is read,
+    after the step: inside counted_affine only the span check runs."""
+    w = torch.randn(3, 5)
+    memo, calls = {}, {"n": 0}
+    at = reuse._Counts.at
+
+    def spy(self, t):
+        calls["n"] += 1
+        return at(self, t)
+    monkeypatch.setattr(reuse._Counts, "at", spy)
+    every, short = Ledger(), Ledger()
+    sizes = [4, 7, 9, 12, 20, 31, 8, 15]    # learnt from 2, verified on 2, 4 predicted
+    xs = [torch.randn(n, 3) for n in sizes]     # made outside: writing reads the ledger
+    with oplog.counting(short, "s"):
+        for n, x in zip(sizes, xs):
+            reuse.counted_affine(memo, "k", (n,), lambda: (x @ w).relu().sum())
+    with oplog.counting(every, "s"):
+        for x in xs:
+            (x @ w).relu().sum()
+    fit = memo["k"]
+    assert fit.counts.integral and fit.streak >= reuse.VERIFY
+    assert calls["n"] == reuse.VERIFY           # the verified predictions only
+    assert short == every                       # reading the ledger computes the rest
+    assert calls["n"] == reuse.VERIFY + len(sizes) - 4
+
+
+def test_a_map_with_fractional_counts_counts_those_calls_op_by_op():
+    """Counts that are not integers at a spanned size (ops issued for every second row:
+    the learnt map says n/2) are not used: that call is counted op by op."""
+    x = torch.ones(4)
+
+    def fn_of(n):
+        return lambda: [x.add(1) for _ in range(n // 2)]
+    every, short, memo = Ledger(), Ledger(), {}
+    sizes = [2, 4, 6, 8, 5, 10, 7, 12]
+    with oplog.counting(every, "s"):
+        for n in sizes:
+            fn_of(n)()
+    with oplog.counting(short, "s"):
+        for n in sizes:
+            reuse.counted_affine(memo, "k", (n,), fn_of(n))
+    fit = memo["k"]
+    assert not fit.counts.integral and fit.den == 2 and fit.pc is not None
+    assert short == every and every.get("s", "elementwise")["calls"] == sum(n // 2 for n in sizes)

@@ -335,14 +335,22 @@ class hidden:
 def record_rows(*entries: tuple[str, int, int]) -> None:
     """:func:`record` of several ``(kind, calls, bytes)`` entries at once."""
     st = _STATE
-    if st.ledger is None or st.paused:
+    led = st.ledger
+    if led is None or st.paused:
         return
+    phase = st.phase
     for kind, calls, nbytes in entries:
         if kind not in _KIND_SET:
             raise ValueError(f"unknown ledger kind {kind!r}; valid: {', '.join(KINDS)}")
-        row = st.ledger._row(st.phase, kind)
+        row = led._row(phase, kind)
         row[0] += int(calls)
         row[2] += int(nbytes)
+
+
+#: ``with hide():`` hides the torch ops inside from the counting mode, as :class:`hidden`
+#: does, for code that has checked that this thread counts (:func:`active`): the C++
+#: guard itself, without :class:`hidden`'s Python frame (hot code: ``FeatureStore.take``)
+hide = _HIDE
 
 
 def op(func, *args):
@@ -401,17 +409,16 @@ class counting:
         mode = st.mode
         if mode is None:
             mode = st.mode = _CountingMode(st)
-        try:
-            mode.__enter__()
-        except BaseException:
-            st.ledger, st.phase, st.paused = self.prev
-            raise
+        # onto torch's dispatch stack directly, as paused does: TorchDispatchMode's own
+        # __enter__/__exit__ also keep process-wide flags that only torch.compile reads,
+        # several microseconds a step on the sampled track
+        _stack_push(mode)
         return self.ledger
 
     def __exit__(self, *exc) -> None:
         st = _STATE
         try:
-            st.mode.__exit__(None, None, None)
+            _stack_pop(None)
         finally:
             st.ledger, st.phase, st.paused = self.prev
 

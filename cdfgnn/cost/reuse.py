@@ -19,7 +19,12 @@ integer:
   affinely independent ``theta`` determine the map (exact rational arithmetic, no
   rounding) and it has predicted :data:`VERIFY` further counted calls exactly. Then
   calls whose ``theta`` lies in the span of those run hidden and add the predicted
-  counts, and every :data:`CHECK`-th of them is counted op by op again and compared. A
+  counts, and every :data:`CHECK`-th of them is counted op by op again and compared.
+  Inside the call only the span check runs (``theta`` against the basis's integer null
+  space: a few integer products); where the map's coefficients are integers its counts
+  are computed when the ledger is next read (:meth:`~cdfgnn.cost.ledger.Ledger.defer`),
+  after the timed step, else at the call (counts that are not integers there: the call
+  is counted op by op). A
   prediction that misses while learning marks the key as not affine (counted op by op
   from then on, with a warning); one that misses at a check raises, since calls
   predicted before it may be wrong: the caller's key misses something the kernels
@@ -207,10 +212,14 @@ def _matmul(a: list[list[Fraction]], b: list[list]) -> list[list[Fraction]]:
 
 def _pivots(rows: list[list[Fraction]]) -> list[int] | None:
     """Columns of a basis of the row space (row echelon), or None if the rows are
-    linearly dependent."""
+    linearly dependent. The last column (the constant 1 of ``[*theta, 1]``) is tried
+    first: a size that is a constant multiple of it (a batch of 50 seeds) is then 50
+    times it, not it 1/50 of that size, which keeps the map's coefficients integers
+    where the counts are integer sums of sizes (:attr:`_Counts.integral`)."""
     m = [r[:] for r in rows]
     cols, r0 = [], 0
-    for c in range(len(m[0])):
+    n = len(m[0])
+    for c in [n - 1, *range(n - 1)]:
         p = next((r for r in range(r0, len(m)) if m[r][c] != 0), None)
         if p is None:
             continue
@@ -224,6 +233,83 @@ def _pivots(rows: list[list[Fraction]]) -> list[int] | None:
     return cols if r0 == len(m) else None
 
 
+def _null_space(rows: list[list[int]]) -> list[tuple[tuple[int, int], ...]]:
+    """Integer vectors spanning the null space of ``rows`` (``B v = 0``), each as its
+    nonzero (column, value) pairs: ``t`` lies in the row space of ``B`` iff ``t . v = 0``
+    for every one (reduced row echelon form over the rationals, scaled to integers)."""
+    m = [[Fraction(v) for v in r] for r in rows]
+    n, pivots, r0 = len(m[0]), [], 0
+    for c in range(n):
+        p = next((r for r in range(r0, len(m)) if m[r][c] != 0), None)
+        if p is None:
+            continue
+        m[r0], m[p] = m[p], m[r0]
+        inv = 1 / m[r0][c]
+        m[r0] = [v * inv for v in m[r0]]
+        for r in range(len(m)):
+            if r != r0 and m[r][c] != 0:
+                f = m[r][c]
+                m[r] = [v - f * w for v, w in zip(m[r], m[r0])]
+        pivots.append(c)
+        r0 += 1
+    out = []
+    for free in (c for c in range(n) if c not in pivots):
+        vec = {free: Fraction(1)}
+        for row, c in zip(m, pivots):
+            if row[free] != 0:
+                vec[c] = -row[free]
+        den = math.lcm(*(v.denominator for v in vec.values()))
+        out.append(tuple((c, int(v * den)) for c, v in sorted(vec.items())))
+    return out
+
+
+class _Counts:
+    """A learnt map's counts at ``t`` in its span: ``t[pivots] C`` (as of one
+    :meth:`_Affine.add`; a later add makes a new one, so a deferred prediction keeps the
+    map it was made with)."""
+
+    __slots__ = ("pivots", "pc", "den", "n", "c", "targets", "integral")
+
+    def __init__(self, pivots, pc, den, n, c, targets):
+        self.pivots, self.pc, self.den, self.n = pivots, pc, den, n
+        self.c, self.targets = c, targets
+        #: C holds integers only: the counts at every integer t are integers
+        self.integral = all(v.denominator == 1 for row in c for v in row)
+
+    def at(self, t: list[int]) -> list[int] | None:
+        """The counts at ``t`` (nonzero columns: ``targets``); None where they are not
+        integers (the map is then not the region's)."""
+        tc = [t[i] for i in self.pivots]
+        if self.pc is not None and max(map(abs, t)) < 2 ** 31:
+            out, d = (np.array(tc, dtype=np.int64) @ self.pc[:, self.n:]).tolist(), self.den
+            if d == 1:
+                return out
+            if any(v % d for v in out):
+                return None
+            return [v // d for v in out]
+        out = [sum(x * row[j] for x, row in zip(tc, self.c)) for j in range(len(self.targets))]
+        if any(Fraction(v).denominator != 1 for v in out):
+            return None
+        return [int(v) for v in out]
+
+
+class _Predicted:
+    """The (row, field, value) adds of one predicted call of a map whose counts are
+    integers everywhere (:attr:`_Counts.integral`), computed when :meth:`Ledger.defer`
+    iterates them: when the ledger is next read, after the timed step."""
+
+    __slots__ = ("counts", "t")
+
+    def __init__(self, counts: _Counts, t: list[int]):
+        self.counts, self.t = counts, t
+
+    def __iter__(self):
+        pred = self.counts.at(self.t)
+        if pred is None:        # an integral map gives integers: nothing else can be here
+            raise AssertionError(f"operation ledger: fractional counts at {self.t}")
+        return ((r, f, v) for (r, f), v in zip(self.counts.targets, pred))
+
+
 class _Affine:
     """One key's learnt map from ``[*theta, 1]`` to its region's counts.
 
@@ -232,7 +318,9 @@ class _Affine:
     ``t[pivots] P == t`` with ``P = A^-1 B``, and then its counts are ``t[pivots] C``
     with ``C = A^-1 Y`` (exact: ``P`` and ``C`` are rational, kept as one int64 matrix
     ``den [P | C]`` over their common denominator ``den`` where the sums fit, else as
-    Fractions)."""
+    Fractions). The span test a call runs is the same condition written with the null
+    space of ``B``: ``t . v == 0`` for each of its integer basis vectors ``v``
+    (:meth:`in_span`); the counts come from :class:`_Counts`."""
 
     def __init__(self):
         self.signature: tuple | None = None      # rows and end phase of every call
@@ -248,6 +336,8 @@ class _Affine:
         self.since_check = 0
         self.skipped = 0                         # calls not learnt from (skip)
         self.broken = False
+        self.null: list = []                     # integer null-space vectors of the basis
+        self.counts: _Counts | None = None       # the map's counts, as of the last add
 
     # ---- learning
     def add(self, t: list[int], y: list[int]) -> None:
@@ -273,28 +363,27 @@ class _Affine:
             self.pc = np.array([[int(v * den) for v in rp + rc] for rp, rc in zip(p, c)],
                                dtype=np.int64)
             self.den = den
+        self.null = _null_space(self.basis_t)
+        self.counts = _Counts(self.pivots, self.pc, self.den, len(t), self.c, self.targets)
+
+    def in_span(self, t: list[int]) -> bool:
+        """Does ``t`` lie in the span learnt so far? (``t`` is orthogonal to every vector
+        of the basis's null space: a few integer products, no counts computed.)"""
+        if self.p is None:
+            return False
+        for vec in self.null:
+            acc = 0
+            for i, v in vec:        # a plain loop: a generator costs a frame per entry
+                acc += t[i] * v
+            if acc:
+                return False
+        return True
 
     # ---- predicting
     def predict(self, t: list[int]) -> list[int] | None:
         """The counts at ``t`` (of the nonzero columns: ``targets``), or None when ``t``
-        is outside the span learnt so far."""
-        if self.p is None:
-            return None
-        tc = [t[i] for i in self.pivots]
-        if self.pc is not None and max(map(abs, t)) < 2 ** 31:
-            out, d, n = (np.array(tc, dtype=np.int64) @ self.pc).tolist(), self.den, len(t)
-            if d == 1:
-                return out[n:] if out[:n] == t else None
-            if out[:n] != [d * v for v in t] or any(v % d for v in out[n:]):
-                return None
-            return [v // d for v in out[n:]]
-        p, c = self.p, self.c
-        if [sum(x * row[j] for x, row in zip(tc, p)) for j in range(len(t))] != t:
-            return None
-        out = [sum(x * row[j] for x, row in zip(tc, c)) for j in range(len(self.targets))]
-        if any(Fraction(v).denominator != 1 for v in out):
-            return None
-        return [int(v) for v in out]
+        is outside the span learnt so far (or they are not integers there)."""
+        return self.counts.at(t) if self.in_span(t) else None
 
     def compare(self, pred: list[int], values: list[int]) -> bool:
         """Does ``pred`` (nonzero columns) give ``values`` (every column)?"""
@@ -323,8 +412,14 @@ def counted_affine(memo: dict, key: Hashable, theta: Sequence[int], fn: Callable
         return fn()
     t = [int(v) for v in theta] + [1]
     ready = fit.streak >= VERIFY
-    if ready and fit.since_check < CHECK:
-        pred = fit.predict(t)
+    if ready and fit.since_check < CHECK and fit.in_span(t):
+        counts = fit.counts
+        if counts.integral:
+            # integer counts at every integer t in the span: computed when the ledger is
+            # read (after the timed step); only the span check runs here
+            fit.since_check += 1
+            return _replay(fit.rows, _Predicted(counts, t), fit.signature[1], fn)
+        pred = counts.at(t)         # may not be an integer: then counted below
         if pred is not None:
             fit.since_check += 1
             return _replay(fit.rows, ((r, f, v) for (r, f), v in zip(fit.targets, pred)),

@@ -112,7 +112,7 @@ class FeatureStore:
         mode's Python call per op (tests/test_ledger_reuse.py compares)."""
         if not (oplog.active() and self.device.type == "cpu"):
             return oplog.op(_INDEX, rows, [self.index(positions)])
-        with oplog.hidden():
+        with oplog.hide():     # active: the guard itself (hot path)
             idx = torch.from_numpy(positions)
             out = rows[idx]
         oplog.record_rows(("copy", 1, idx.nbytes), ("gather", 1, 2 * out.nbytes))
@@ -126,7 +126,7 @@ class FeatureStore:
                 and rows.dtype.is_floating_point and out.dtype.is_floating_point):
             oplog.op(_INDEX_PUT, out, [self.index(positions)], rows)
             return
-        with oplog.hidden():
+        with oplog.hide():     # active: the guard itself (hot path)
             idx = torch.from_numpy(positions)
             out[idx] = rows
         oplog.record_rows(("copy", 1, idx.nbytes), ("gather", 1, 3 * rows.nbytes))

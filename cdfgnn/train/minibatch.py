@@ -200,13 +200,18 @@ def counted_step(memo: dict, model, params: list[torch.Tensor], x_in: torch.Tens
     path: contiguity) is counted op by op."""
     if not oplog.active():
         return fn()
-    sizes = (int(x_in.shape[0]), *(v for blk in blocks for v in (
-        blk.num_out, blk.num_in, int(blk.view.indptr[-1]))))
+    shape = x_in.shape
+    sizes, whole = [shape[0]], []      # every step: kept to a few attribute reads
+    for blk in blocks:
+        view = blk.view
+        indptr = view.indptr
+        rows = len(indptr) - 1
+        sizes += (rows, view.num_in, int(indptr[-1]))
+        whole.append(view.self_rows == rows)
     if min(sizes) < 2:
         return fn()
-    key = (x_in.dtype, tuple(x_in.shape[1:]), x_in.requires_grad, x_in.is_contiguous(),
-           model.training, tuple(p.grad is not None for p in params),
-           tuple(blk.self_rows == blk.num_out for blk in blocks))
+    key = (x_in.dtype, tuple(shape[1:]), x_in.requires_grad, x_in.is_contiguous(),
+           model.training, tuple([p.grad is not None for p in params]), tuple(whole))
     return counted_affine(memo, key, sizes, fn)
 
 
