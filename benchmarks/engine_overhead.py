@@ -180,9 +180,10 @@ def alternate_counting(period: int = 1):
 
 
 def _verdict(ratio: float, clock: str) -> str:
-    """The end of a counting line, from its closing parenthesis on. The counting target is on CPU time (the median of interleaved repeats); wall time
-    is printed beside it without one: the ranks are threads that share this machine's
-    cores and the GIL, so a rank's wall time also holds the others' work."""
+    """The end of a counting line, from its closing parenthesis on. The counting target
+    is on CPU time (the median of interleaved repeats); wall time is printed beside it
+    without one: the ranks are threads that share this machine's cores and the GIL, so a
+    rank's wall time also holds the others' work."""
     if clock.startswith("wall"):
         return "wall time: no target, the target is on CPU time)"
     return f"target <= 1.05) {'PASS' if ratio <= 1.05 else 'FAIL'}"

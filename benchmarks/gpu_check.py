@@ -20,14 +20,16 @@ What is measured, and how:
   model's ``launch`` constant prices: a chain of 1,000 tiny adds (1,024 floats) and of
   1,000 SpMMs on a 2,708-vertex slice of the twin at width 16, each timed by the wall
   clock over the whole chain (synchronised once at the end) and divided by 1,000; CUDA
-  events inside one call would miss the host's dispatch. The prediction counts the same call with the operation ledger
+  events inside one call would miss the host's dispatch. The prediction counts the same
+  call with the operation ledger
   (:func:`cdfgnn.cost.ledger.counting`) and prices the counts on the card's profile with the
   package's pricing (:func:`cdfgnn.pricing.roofline.price`): the same path every device-modelled
   epoch takes.
 * **train**: ``cdfgnn train`` of ``exact`` on the same twin, one worker on the GPU, 20
-  epochs (5 warm-up), GCN (``--models`` adds SAGE, GAT), 2 layers, hidden 256. Measured: the record's epoch time with
-  ``--count-ops false`` (counting adds host work per op). Predicted: the
-  ``device_epoch_time_s`` of the same run with counting on, priced on the card's profile.
+  epochs (5 warm-up), GCN (``--models`` adds SAGE, GAT), 2 layers, hidden 256. Measured:
+  the record's epoch time with ``--count-ops false`` (counting adds host work per op).
+  Predicted: the ``device_epoch_time_s`` of the same run with counting on, priced on the
+  card's profile.
 
 A card with no profile in ``cdfgnn/pricing/gpus.yaml`` is measured and its predictions are
 left empty, saying so.
@@ -152,6 +154,7 @@ def stage_kernels(report: Report) -> None:
     from cdfgnn.partition.locality import arc_share
     from cdfgnn.data.datasets import get_graph
     from cdfgnn.models.propagate import SparseMatrix, norm_values
+    from cdfgnn.twins.measure import induced
 
     t0 = time.perf_counter()
     g = get_graph(DATASET, scale=SCALE, seed=0)
@@ -188,6 +191,7 @@ def stage_kernels(report: Report) -> None:
 def stage_fixed_costs(report: Report, g, dev, gen) -> None:
     """Per-call cost of calls too small to be bound by memory or arithmetic."""
     from cdfgnn.models.propagate import SparseMatrix, norm_values
+    from cdfgnn.twins.measure import induced
 
     a = torch.randn(1024, device=dev, generator=gen)
     b = torch.randn(1024, device=dev, generator=gen)
@@ -196,12 +200,8 @@ def stage_fixed_costs(report: Report, g, dev, gen) -> None:
     report.row("kernels", "tiny add (1,024 floats), wall per call in a chain of 1,000",
                chain_per_call(fn), pred)
     n = 2708                                 # Cora's vertex count: the first rows of the twin
-    stop = int(g.indptr[n])
-    cols = np.asarray(g.indices[:stop])
-    keep = cols < n
-    rows = np.repeat(np.arange(n), np.diff(g.indptr[:n + 1]))[keep]
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n))))
-    indices = cols[keep]
+    indptr, indices = induced(np.asarray(g.indptr), np.asarray(g.indices),
+                              np.arange(g.num_nodes) < n)
     deg = np.maximum(np.diff(indptr), 1)
     vals = norm_values("gcn", deg, deg, indptr, indices)
     sm = SparseMatrix(indptr, indices, vals, (n, n), device=dev)

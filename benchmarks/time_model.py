@@ -184,6 +184,11 @@ class System:
     #: the regime the system's scripts use per dataset where a row does not say
     inductive: frozenset = frozenset()
     sage_order: str = ""                 # inside a GraphSAGE layer ("": as ``order``)
+    gat_kernels: str = "fused"           # GAT aggregation (estimate.GAT_KERNELS)
+
+    def layer_order(self, kind: str) -> str:
+        """The order inside a layer of model ``kind`` (``gcn``, ``sage``, ``gat``)."""
+        return self.sage_order if kind == "sage" and self.sage_order else self.order
 
 
 # Sylvie's module/model.py (the BNS-GCN / PipeGCN lineage): each layer's input rows are
@@ -215,16 +220,19 @@ SYSTEMS: dict[str, System] = {
     # precompute, LayerNorm (config use_norm: true), full graph
     "exact (AdaQP Vanilla)": System("aggregate-first", "input", layernorm=True),
 }
-#: one-GPU systems: (GCN order, GraphSAGE order, GAT heads concatenated, GAT kernels:
-#: DGL's GATConv aggregates with one weighted SpMM ("fused"); this engine's GATLayer,
+#: one-GPU systems, by the first word of a row's ``system``: layer orders, whether GAT's
+#: hidden layers concatenate their heads, and GAT's kernels (DGL's GATConv aggregates with one weighted SpMM ("fused"); this engine's GATLayer,
 #: PyG's GATConv (``message`` returns ``x_j * alpha``, summed by a scatter) and PGL's
 #: ``gat`` (``send_attention`` sends the source row per arc, ``reduce_attention`` pools
 #: it) materialise a message row per arc ("gather-scatter"))
-SINGLE_SYSTEMS: dict[str, tuple[str, str, bool, str]] = {
-    "cdfgnn": ("transform-first", "transform-first", False, "gather-scatter"),  # this engine
-    "dgl": ("narrower-first", "narrower-first", True, "fused"),       # GraphConv, SAGEConv
-    "pyg": ("transform-first", "aggregate-first", True, "gather-scatter"),  # GCNConv, SAGEConv
-    "pgl": ("narrower-first", "aggregate-first", True, "gather-scatter"),   # pgl.layers gcn
+_GATHER = "gather-scatter"
+SINGLE_SYSTEMS: dict[str, System] = {
+    "cdfgnn": System("transform-first", concat_heads=False, gat_kernels=_GATHER),  # this engine
+    "dgl": System("narrower-first", concat_heads=True),                # GraphConv, SAGEConv
+    "pyg": System("transform-first", sage_order="aggregate-first", concat_heads=True,
+                  gat_kernels=_GATHER),                                # GCNConv, SAGEConv
+    "pgl": System("narrower-first", sage_order="aggregate-first", concat_heads=True,
+                  gat_kernels=_GATHER),                                # pgl.layers gcn
 }
 SYSTEM_HELP = ("a known system, or 'order=aggregate-first' / 'order=transform-first' "
                "(optionally with exchange=input|projected, layernorm, use-pp, pipeline)")
@@ -245,13 +253,12 @@ def system_of(text: str) -> System:
                   static_first="use-pp" in tokens, pipeline="pipeline" in tokens)
 
 
-def single_system(text: str) -> tuple[str, str, bool, str]:
+def single_system(text: str) -> System:
     key = text.split()[0].lower() if text.split() else ""
     for name, value in SINGLE_SYSTEMS.items():
         if key == name or key.startswith(name + "."):
             return value
-    sys_ = system_of(text)                  # order=... tokens
-    return sys_.order, sys_.order, sys_.concat_heads, "fused"
+    return system_of(text)                  # order=... tokens
 
 
 # ----------------------------------------------------------------------------- datasets
@@ -366,10 +373,14 @@ def epoch_row(file: str, line: int, rec: dict) -> Row:
                 raise Skip("compute_def", _text(rec, "compute_def")[:40],
                            f"first word must be one of {', '.join(COMPUTE_DEFS)}")
             published["compute"] = compute
-            if comm is not None and kind == "compute" and _pipelined(_text(rec, "system")):
-                published["communication"] = epoch - compute   # exchange wait + all-reduce
+    # a pipelined row's communication holds its all-reduce (_pipelined), on both sides
+    with_reduce = "communication" in published and "compute" in published and \
+        compute_kind(_text(rec, "compute_def")) == "compute" and _pipelined(_text(rec, "system"))
+    if with_reduce:
+        published["communication"] = epoch - compute   # exchange wait + all-reduce
     return Row(file, line, _text(rec, "source"), _text(rec, "gpu_type"), published,
                {**ints, "system": _text(rec, "system"), "dataset": _text(rec, "dataset"),
+                "comm_with_reduce": with_reduce,
                 "model": model, "heads": int(heads), "linear": _linear_layers(rec),
                 "interconnect": _text(rec, "interconnect"), "backend": backend,
                 "regime": regime, "compute_def": _text(rec, "compute_def"),
@@ -554,10 +565,10 @@ def model_shape(f: dict, system: System, features: int, classes: int):
     if linear > layers:
         raise Skip("linear", linear, f"more Linear layers than layers ({layers})")
     kind = MODELS[f["model"]]
-    order = system.sage_order if kind == "sage" and system.sage_order else system.order
     return est.ModelShape(kind, features, max(f["hidden"], 1), classes, layers,
-                          order=order, layernorm=system.layernorm, heads=f["heads"],
-                          concat_heads=system.concat_heads, exchange=system.exchange,
+                          order=system.layer_order(kind), layernorm=system.layernorm,
+                          heads=f["heads"], concat_heads=system.concat_heads,
+                          gat_kernels=system.gat_kernels, exchange=system.exchange,
                           static_first=system.static_first and f["model"] != "sgc",
                           linear=linear)
 
@@ -630,9 +641,7 @@ class Prepared:
             out["compute"] = (compute if kind == "compute" else compute + reduce
                               if kind == "+reduce" else self._priced(eff, kind))
         if "communication" in want:
-            # a pipelined row publishes its exchange wait with the all-reduce (_pipelined)
-            paid = compute if _pipelined(self.row.fields["system"]) and \
-                compute_kind(self.row.fields["compute_def"]) == "compute" else compute + reduce
+            paid = compute if self.row.fields["comm_with_reduce"] else compute + reduce
             out["communication"] = max(m["epoch_s"] - paid, 0.0)
         return out
 
@@ -714,7 +723,7 @@ def one_gpu(row: Row, gpu, system: str, n: int, arcs: int, features: int,
     from cdfgnn.pricing.interconnect import link_profile, parse_interconnect
     f = row.fields
     try:
-        gcn_order, sage_order, concat, gat_kernels = single_system(system)
+        sys_ = single_system(system)
     except Skip:
         raise Skip("system", system, f"unknown; known: {', '.join(SINGLE_SYSTEMS)} "
                    f"(first word), or {SYSTEM_HELP}") from None
@@ -722,8 +731,9 @@ def one_gpu(row: Row, gpu, system: str, n: int, arcs: int, features: int,
     layers = max(f["layers"], 1)
     est = _estimate()
     shape = est.ModelShape(model, features, max(f["hidden"], 1), classes, layers,
-                           order=sage_order if model == "sage" else gcn_order,
-                           heads=f["heads"], concat_heads=concat, gat_kernels=gat_kernels,
+                           order=sys_.layer_order(model),
+                           heads=f["heads"], concat_heads=sys_.concat_heads,
+                           gat_kernels=sys_.gat_kernels,
                            linear=layers if f["model"] == "sgc" else 0)
     rank = est.RankShape(out_rows=n, in_rows=n, nnz=arcs, self_rows=n, label_rows=n,
                          send_rows=0, recv_rows=0)

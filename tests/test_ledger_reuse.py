@@ -152,7 +152,7 @@ def test_counted_affine_keeps_a_constant_multiple_of_the_constant_column_integra
             reuse.counted_affine(memo, "k", (50, n), fn_of(n))
     assert short == every
     fit = memo["k"]
-    assert fit.pivots[0] == 2 and fit.den == 1 and fit.pc is not None
+    assert fit.counts.pivots[0] == 2 and fit.counts.den == 1 and fit.counts.dc is not None
     assert fit.counts.integral
     assert spy.n < 4 * len(sizes)          # some calls were predicted, not counted
 
@@ -436,5 +436,5 @@ def test_a_map_with_fractional_counts_counts_those_calls_op_by_op():
         for n in sizes:
             reuse.counted_affine(memo, "k", (n,), fn_of(n))
     fit = memo["k"]
-    assert not fit.counts.integral and fit.den == 2 and fit.pc is not None
+    assert not fit.counts.integral and fit.counts.den == 2 and fit.counts.dc is not None
     assert short == every and every.get("s", "elementwise")["calls"] == sum(n // 2 for n in sizes)

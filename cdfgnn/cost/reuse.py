@@ -210,36 +210,15 @@ def _matmul(a: list[list[Fraction]], b: list[list]) -> list[list[Fraction]]:
             for ar in a]
 
 
-def _pivots(rows: list[list[Fraction]]) -> list[int] | None:
-    """Columns of a basis of the row space (row echelon), or None if the rows are
-    linearly dependent. The last column (the constant 1 of ``[*theta, 1]``) is tried
-    first: a size that is a constant multiple of it (a batch of 50 seeds) is then 50
-    times it, not it 1/50 of that size, which keeps the map's coefficients integers
-    where the counts are integer sums of sizes (:attr:`_Counts.integral`)."""
+def _rref(rows: list[list[Fraction]]) -> tuple[list[list[Fraction]], list[int]]:
+    """Reduced row echelon form of ``rows`` and its pivot columns, in the order tried. The
+    last column (the constant 1 of ``[*theta, 1]``) is tried first: a size that is a
+    constant multiple of it (a batch of 50 seeds) is then 50 times it, not it 1/50 of
+    that size, which keeps the map's coefficients integers where the counts are integer
+    sums of sizes (:attr:`_Counts.integral`)."""
     m = [r[:] for r in rows]
-    cols, r0 = [], 0
-    n = len(m[0])
-    for c in [n - 1, *range(n - 1)]:
-        p = next((r for r in range(r0, len(m)) if m[r][c] != 0), None)
-        if p is None:
-            continue
-        m[r0], m[p] = m[p], m[r0]
-        for r in range(r0 + 1, len(m)):
-            if m[r][c] != 0:
-                f = m[r][c] / m[r0][c]
-                m[r] = [v - f * w for v, w in zip(m[r], m[r0])]
-        cols.append(c)
-        r0 += 1
-    return cols if r0 == len(m) else None
-
-
-def _null_space(rows: list[list[int]]) -> list[tuple[tuple[int, int], ...]]:
-    """Integer vectors spanning the null space of ``rows`` (``B v = 0``), each as its
-    nonzero (column, value) pairs: ``t`` lies in the row space of ``B`` iff ``t . v = 0``
-    for every one (reduced row echelon form over the rationals, scaled to integers)."""
-    m = [[Fraction(v) for v in r] for r in rows]
     n, pivots, r0 = len(m[0]), [], 0
-    for c in range(n):
+    for c in [n - 1, *range(n - 1)]:
         p = next((r for r in range(r0, len(m)) if m[r][c] != 0), None)
         if p is None:
             continue
@@ -252,8 +231,22 @@ def _null_space(rows: list[list[int]]) -> list[tuple[tuple[int, int], ...]]:
                 m[r] = [v - f * w for v, w in zip(m[r], m[r0])]
         pivots.append(c)
         r0 += 1
+    return m, pivots
+
+
+def _pivots(rows: list[list[Fraction]]) -> list[int] | None:
+    """Columns of a basis of the row space (:func:`_rref`), or None if the rows are
+    linearly dependent."""
+    pivots = _rref(rows)[1]
+    return pivots if len(pivots) == len(rows) else None
+
+
+def _null_space(m: list[list[Fraction]], pivots: list[int]) -> list[tuple[tuple[int, int], ...]]:
+    """Integer vectors spanning the null space of a matrix given by its :func:`_rref`
+    (``B v = 0``), each as its nonzero (column, value) pairs: ``t`` lies in the row space
+    of ``B`` iff ``t . v = 0`` for every one."""
     out = []
-    for free in (c for c in range(n) if c not in pivots):
+    for free in (c for c in range(len(m[0])) if c not in pivots):
         vec = {free: Fraction(1)}
         for row, c in zip(m, pivots):
             if row[free] != 0:
@@ -266,22 +259,30 @@ def _null_space(rows: list[list[int]]) -> list[tuple[tuple[int, int], ...]]:
 class _Counts:
     """A learnt map's counts at ``t`` in its span: ``t[pivots] C`` (as of one
     :meth:`_Affine.add`; a later add makes a new one, so a deferred prediction keeps the
-    map it was made with)."""
+    map it was made with). ``C`` is rational: kept as the int64 matrix ``den C`` over its
+    common denominator where the sums fit (``|t| < 2^31``), else as Fractions."""
 
-    __slots__ = ("pivots", "pc", "den", "n", "c", "targets", "integral")
+    __slots__ = ("pivots", "c", "dc", "den", "targets", "integral")
 
-    def __init__(self, pivots, pc, den, n, c, targets):
-        self.pivots, self.pc, self.den, self.n = pivots, pc, den, n
-        self.c, self.targets = c, targets
+    def __init__(self, pivots: list[int], c: list[list[Fraction]], targets: list):
+        self.pivots, self.c, self.targets = pivots, c, targets
         #: C holds integers only: the counts at every integer t are integers
         self.integral = all(v.denominator == 1 for row in c for v in row)
+        # a common denominator (a size that is a constant multiple of the constant column
+        # can put 1/50 in C): integer numerators, where int64 keeps the sums exact
+        self.den = math.lcm(*(v.denominator for row in c for v in row))
+        big = max((abs(v.numerator) * (self.den // v.denominator) for row in c for v in row),
+                  default=0)
+        self.dc = None
+        if big * len(pivots) < 2 ** 31:
+            self.dc = np.array([[int(v * self.den) for v in row] for row in c], dtype=np.int64)
 
     def at(self, t: list[int]) -> list[int] | None:
         """The counts at ``t`` (nonzero columns: ``targets``); None where they are not
         integers (the map is then not the region's)."""
         tc = [t[i] for i in self.pivots]
-        if self.pc is not None and max(map(abs, t)) < 2 ** 31:
-            out, d = (np.array(tc, dtype=np.int64) @ self.pc[:, self.n:]).tolist(), self.den
+        if self.dc is not None and max(map(abs, t)) < 2 ** 31:
+            out, d = (np.array(tc, dtype=np.int64) @ self.dc).tolist(), self.den
             if d == 1:
                 return out
             if any(v % d for v in out):
@@ -315,21 +316,15 @@ class _Affine:
 
     With ``B`` the basis samples' ``[theta, 1]`` rows, ``Y`` their counts and ``A`` the
     columns of ``B`` at ``pivots`` (invertible): ``t`` lies in the span of ``B`` iff
-    ``t[pivots] P == t`` with ``P = A^-1 B``, and then its counts are ``t[pivots] C``
-    with ``C = A^-1 Y`` (exact: ``P`` and ``C`` are rational, kept as one int64 matrix
-    ``den [P | C]`` over their common denominator ``den`` where the sums fit, else as
-    Fractions). The span test a call runs is the same condition written with the null
-    space of ``B``: ``t . v == 0`` for each of its integer basis vectors ``v``
-    (:meth:`in_span`); the counts come from :class:`_Counts`."""
+    ``t . v == 0`` for every integer basis vector ``v`` of the null space of ``B``
+    (:meth:`in_span`), and then its counts are ``t[pivots] C`` with ``C = A^-1 Y``
+    (exact, rational: :class:`_Counts`)."""
 
     def __init__(self):
         self.signature: tuple | None = None      # rows and end phase of every call
         self.rows: list = []                     # (phase, kind) of the counts' rows
         self.basis_t: list[list[int]] = []
         self.basis_y: list[list[int]] = []
-        self.pivots: list[int] = []
-        self.p = self.c = None                   # lists of Fractions
-        self.pc = None                           # [P | C] as int64, where integral
         self.targets: list = []                  # (row, field) of C's nonzero columns
         self.bound = 0                           # largest |sum| a count can reach per |t|
         self.streak = 0                          # exact predictions of counted calls
@@ -342,34 +337,22 @@ class _Affine:
     # ---- learning
     def add(self, t: list[int], y: list[int]) -> None:
         rows = [[Fraction(v) for v in r] for r in self.basis_t + [t]]
-        if _pivots(rows) is None:       # in the span already (and predicted right)
+        m, pivots = _rref(rows)
+        if len(pivots) < len(rows):     # in the span already (and predicted right)
             return
         self.basis_t.append(t)
         self.basis_y.append(y)
-        self.pivots = _pivots([[Fraction(v) for v in r] for r in self.basis_t])
-        a_inv = _inverse([[Fraction(r[c]) for c in self.pivots] for r in self.basis_t])
-        p, c = _matmul(a_inv, self.basis_t), _matmul(a_inv, self.basis_y)
+        a_inv = _inverse([[Fraction(r[c]) for c in pivots] for r in self.basis_t])
+        c = _matmul(a_inv, self.basis_y)
         cols = [j for j in range(len(c[0])) if any(row[j] != 0 for row in c)]
         self.targets = [(j // _NF, j % _NF) for j in cols]
-        c = [[row[j] for j in cols] for row in c]
-        self.p, self.c, self.pc, self.den = p, c, None, 1
-        # a common denominator (a size that is a constant multiple of the constant
-        # column, a batch of 50 seeds, makes P = 1/50 there): integer numerators
-        den = math.lcm(*(v.denominator for row in p + c for v in row))
-        big = max((abs(v.numerator) * (den // v.denominator) for row in p + c for v in row),
-                  default=0)
-        if big * len(self.pivots) < 2 ** 31:    # int64: |t| < 2^31 keeps sums exact
-            # den [P | C] in one int64 matrix: one product gives the span check and counts
-            self.pc = np.array([[int(v * den) for v in rp + rc] for rp, rc in zip(p, c)],
-                               dtype=np.int64)
-            self.den = den
-        self.null = _null_space(self.basis_t)
-        self.counts = _Counts(self.pivots, self.pc, self.den, len(t), self.c, self.targets)
+        self.null = _null_space(m, pivots)
+        self.counts = _Counts(pivots, [[row[j] for j in cols] for row in c], self.targets)
 
     def in_span(self, t: list[int]) -> bool:
         """Does ``t`` lie in the span learnt so far? (``t`` is orthogonal to every vector
         of the basis's null space: a few integer products, no counts computed.)"""
-        if self.p is None:
+        if self.counts is None:
             return False
         for vec in self.null:
             acc = 0
