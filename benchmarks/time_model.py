@@ -49,9 +49,12 @@ synthetic twin at ``--scale`` vertices (``cdfgnn.twins.halo.twin_halo``: the twi
 fitted to partition like the real graphs, docs/twins.md; the train-induced subgraph in the
 inductive regime), every count scaled by ``real vertices / scale`` (cached under
 ``--cache``); where ``real_partition_stats.csv`` gives METIS halo copies per vertex for
-the graph, P and the transductive regime, the halo rows take that published total (the
-twin gives their pattern between parts; a graph without a twin gets balanced parts, the
-total spread evenly). No other factor touches a halo.
+the graph, P and the transductive regime, the halo rows take that published total, and
+where ``real_partition_parts.csv`` gives the per-part counts behind it, each part sends
+the published count (the twin's parts matched to the real ones by rank: the largest
+twin sender sends the largest real count). The twin gives the pattern, who receives a
+part's rows; a graph without a twin gets balanced parts, each sender's rows spread evenly
+over the others. No other factor touches a halo.
 
 Usage:
     python benchmarks/time_model.py [--data-dir DIR] [--published FILE ...] [--frozen]
@@ -83,6 +86,7 @@ EPOCH_FILES = ("published_epochs.csv", "published_epochs_extra.csv")
 SINGLE_FILE = "single_gpu_epochs.csv"
 KERNEL_FILE = "kernel_spmm.csv"
 STATS_FILE = "real_partition_stats.csv"
+PARTS_FILE = "real_partition_parts.csv"
 SEED = 0
 
 COLUMNS = ("source", "system", "dataset", "model", "layers", "hidden", "gpus", "hosts",
@@ -510,6 +514,47 @@ def published_halo_copies(dataset: str, parts: int, data_dir: Path) -> float | N
     return None
 
 
+def published_part_sends(dataset: str, parts: int, data_dir: Path) -> np.ndarray | None:
+    """Per-part METIS send counts (rows each part sends per layer) that
+    ``real_partition_parts.csv`` gives for this graph (its name there, arcs within 2%)
+    and P, in part order, or None where the file lacks any part."""
+    path = data_dir / PARTS_FILE
+    if not path.is_file():
+        return None
+    ds = DATASETS[dataset]
+    sends: dict[int, float] = {}
+    for _, rec in read_table(path, ("graph", "arcs", "partitioner", "parts", "part",
+                                    "send_rows")):
+        try:
+            if (_text(rec, "graph") == (ds.graph or dataset) and int(rec["parts"]) == parts
+                    and _text(rec, "partitioner").lower() == "metis"
+                    and abs(float(rec["arcs"]) / ds.arcs - 1.0) <= 0.02):
+                sends[int(rec["part"])] = float(rec["send_rows"])
+        except ValueError:
+            continue
+    if sorted(sends) != list(range(parts)):
+        return None
+    return np.asarray([sends[q] for q in range(parts)])
+
+
+def with_sends(halo: np.ndarray, sends: np.ndarray) -> np.ndarray:
+    """``halo`` (``halo[r][q]``: rows r needs from q) with every sender's column total
+    set to a published count: the k-th largest sender of ``halo`` sends the k-th largest
+    count, its receivers in ``halo``'s proportions (evenly where it sends nothing)."""
+    halo = np.array(halo, dtype=np.float64)
+    p = halo.shape[0]
+    target = np.empty(p)
+    target[np.argsort(halo.sum(axis=0), kind="stable")] = np.sort(sends)
+    for q in range(p):
+        col = halo[:, q].sum()
+        if col > 0:
+            halo[:, q] *= target[q] / col
+        else:
+            halo[:, q] = target[q] / max(p - 1, 1)
+            halo[q, q] = 0.0
+    return halo
+
+
 def halo_source(dataset: str, regime: str, parts: int, scale: int, cache: Path,
                 data_dir: Path, log: Callable[[str], None] = print) -> dict:
     """Partition statistics at full size for a dataset, regime and P: owned, labelled,
@@ -521,19 +566,28 @@ def halo_source(dataset: str, regime: str, parts: int, scale: int, cache: Path,
     inductive = regime == "inductive"
     ds = DATASETS[dataset]
     copies = None if inductive else published_halo_copies(dataset, parts, data_dir)
+    sends = None if inductive else published_part_sends(dataset, parts, data_dir)
     if not ds.twin:
-        if copies is None:
+        if copies is None and sends is None:
             raise Skip("dataset", dataset, f"no twin, and no published {regime} halo "
                        f"statistics at P = {parts}")
-        return even_counts(ds, parts, copies)
+        out = even_counts(ds, parts, copies if sends is None else sends.sum() / ds.nodes)
+        if sends is not None:
+            out["halo_rows"] = with_sends(out["halo_rows"], sends)
+            out["source"] = "published sends per part, even parts"
+        return out
     th = twin_counts(dataset, inductive, parts, scale, cache, log)
     k = ds.nodes / th.nodes           # twin vertices -> the peers' copy's vertices
     out = {key: np.asarray(getattr(th, key), dtype=np.float64) * k
            for key in ("owned", "labelled", "inner_arcs", "halo_arcs", "halo_rows")}
-    if copies is not None and out["halo_rows"].sum() > 0:
+    if sends is not None:
+        out["halo_rows"] = with_sends(out["halo_rows"], sends)
+        out["source"] = "published sends per part, twin pattern"
+    elif copies is not None and out["halo_rows"].sum() > 0:
         out["halo_rows"] *= copies * ds.nodes / out["halo_rows"].sum()
-    out["source"] = (f"published halo copies {copies}, twin pattern" if copies is not None
-                     else f"twin {ds.twin} at {th.nodes} vertices")
+        out["source"] = f"published halo copies {copies}, twin pattern"
+    else:
+        out["source"] = f"twin {ds.twin} at {th.nodes} vertices"
     out["arc_share"] = th.arc_share          # per part: its matrix's column locality
     return out
 
