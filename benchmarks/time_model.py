@@ -516,25 +516,14 @@ def published_halo_copies(dataset: str, parts: int, data_dir: Path) -> float | N
 
 def published_part_sends(dataset: str, parts: int, data_dir: Path) -> np.ndarray | None:
     """Per-part METIS send counts (rows each part sends per layer) that
-    ``real_partition_parts.csv`` gives for this graph (its name there, arcs within 2%)
-    and P, in part order, or None where the file lacks any part."""
+    ``real_partition_parts.csv`` gives for this graph (its name there) and P, in part
+    order, or None (:func:`cdfgnn.twins.targets.read_part_sends` reads the file)."""
+    from cdfgnn.twins.targets import read_part_sends
     path = data_dir / PARTS_FILE
     if not path.is_file():
         return None
-    ds = DATASETS[dataset]
-    sends: dict[int, float] = {}
-    for _, rec in read_table(path, ("graph", "arcs", "partitioner", "parts", "part",
-                                    "send_rows")):
-        try:
-            if (_text(rec, "graph") == (ds.graph or dataset) and int(rec["parts"]) == parts
-                    and _text(rec, "partitioner").lower() == "metis"
-                    and abs(float(rec["arcs"]) / ds.arcs - 1.0) <= 0.02):
-                sends[int(rec["part"])] = float(rec["send_rows"])
-        except ValueError:
-            continue
-    if sorted(sends) != list(range(parts)):
-        return None
-    return np.asarray([sends[q] for q in range(parts)])
+    sends = read_part_sends(path).get((DATASETS[dataset].graph or dataset, parts))
+    return None if sends is None else np.asarray(sends, dtype=np.float64)
 
 
 def with_sends(halo: np.ndarray, sends: np.ndarray) -> np.ndarray:

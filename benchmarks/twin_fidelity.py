@@ -16,6 +16,16 @@ the twin (:mod:`cdfgnn.twins.targets`):
 * vertex-cut replication factor (CDFGNN Table 3): the project's EBV (gamma 0 and 0.1),
   HEP and DNE on 2 hosts x P/2 devices.
 
+A table of its own then compares how unevenly METIS spreads the halo over the parts:
+per graph of ``benchmarks/data/real_partition_parts.csv`` with a twin and per P, the
+send skew (max over parts / mean of the rows a part sends per layer, the column sums of
+``halo_rows``; vertex-balanced METIS, seed 0, the whole graph) of the twin and of the
+real graph, their ratio, and one summary line
+
+    send skew: N points, median ratio R, within 25%: S%
+
+(not part of the fitted / predicted lines: no fit's objective holds the skew).
+
 Statistics are cached as JSON under ``--cache`` (default ``results/twins/fidelity``),
 keyed by the generator version, the twin's specification, the vertex count and the
 statistic, so a rerun only measures what changed. The last two lines are
@@ -25,7 +35,7 @@ statistic, so a rerun only measures what changed. The last two lines are
 
 ("predicted": P values the twin's fit never saw), before them the worst ratio of each
 twin and the CPU time. Usage: python benchmarks/twin_fidelity.py [--targets CSV]
-[--nodes N] [--twins NAME ...] [--cache DIR]
+[--parts CSV] [--nodes N] [--twins NAME ...] [--cache DIR]
 """
 from __future__ import annotations
 
@@ -49,10 +59,12 @@ from cdfgnn.fileio import atomic_write_json  # noqa: E402
 from cdfgnn.partition.api import partition_graph  # noqa: E402
 from cdfgnn.partition.base import Topology  # noqa: E402
 from cdfgnn.partition.stats import partition_stats  # noqa: E402
-from cdfgnn.twins.measure import metis_values  # noqa: E402
-from cdfgnn.twins.targets import VERTEX_CUT, read_targets, volume_factor  # noqa: E402
+from cdfgnn.twins.measure import metis_counts, metis_values, part_sends, send_skew  # noqa: E402
+from cdfgnn.twins.targets import (TWIN_OF, VERTEX_CUT, read_part_sends,  # noqa: E402
+                                  read_targets, volume_factor)
 
 DEFAULT_TARGETS = ROOT / "benchmarks" / "data" / "real_partition_stats.csv"
+DEFAULT_PARTS = ROOT / "benchmarks" / "data" / "real_partition_parts.csv"
 DEFAULT_CACHE = ROOT / "results" / "twins" / "fidelity"
 #: P values each twin's own locality fit uses (benchmarks/fit_twins.py); a twin whose
 #: parameters are not (yet) fitted to its own graph's targets (``TwinSpec.fitted`` does not
@@ -106,6 +118,16 @@ class Twin:
             atomic_write_json(self.path, self.values)
         return self.values[key]
 
+    def skew(self, parts: int) -> float:
+        """Send skew of vertex-balanced METIS (seed 0) at P = ``parts``, whole graph."""
+        key = f"send_skew|metis|{parts}"
+        if key not in self.values:
+            g = self.graph()
+            rows = metis_counts(g.indptr, g.indices, [parts], seed=0)[parts]["halo_rows"]
+            self.values[key] = send_skew(part_sends(rows))
+            atomic_write_json(self.path, self.values)
+        return self.values[key]
+
     def _measure(self, target) -> float:
         g = self.graph()
         if target.metric == "replication_factor":
@@ -114,6 +136,11 @@ class Twin:
             return float(partition_stats(g, partition_graph(g, method, topo, seed=0,
                                                             **params))["rf"])
         pt = target.point()
+        if (pt.metric, pt.partitioner, pt.regime) == ("halo", "metis", "full"):
+            # the same partition gives the send skew at this P (skew_table)
+            c = metis_counts(g.indptr, g.indices, [pt.parts], seed=0)[pt.parts]
+            self.values[f"send_skew|metis|{pt.parts}"] = send_skew(part_sends(c["halo_rows"]))
+            return float(c["halo_copies_per_vertex"])
         v = float(metis_values(g.indptr, g.indices, [pt], train=g.train)[0])
         return v / volume_factor(target.graph) if target.metric == "halo_volume_mb" else v
 
@@ -121,6 +148,8 @@ class Twin:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--targets", default=str(DEFAULT_TARGETS))
+    ap.add_argument("--parts", default=str(DEFAULT_PARTS),
+                    help="per-part METIS send counts of the real graphs")
     ap.add_argument("--nodes", type=int, default=100_000)
     ap.add_argument("--twins", nargs="+", help="only these twins (default: every one)")
     ap.add_argument("--cache", default=str(DEFAULT_CACHE))
@@ -154,6 +183,7 @@ def main() -> None:
         r = [x for n, x, _ in rows if n == name]
         worst = max(r, key=lambda x: abs(np.log(x)))
         print(f"worst ratio {name}: {worst:.3f} ({len(r)} points)")
+    skew_table(read_part_sends(args.parts), args)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     print(f"{time.process_time() - t0:.0f} s CPU (cached values are not re-measured), peak "
           f"memory {rss:.2f} GB, twins at {args.nodes} vertices")
@@ -164,6 +194,28 @@ def main() -> None:
             continue
         within = 100.0 * np.mean(np.abs(r - 1.0) <= BAND)
         print(f"{label}: {r.size} points, median ratio {np.median(r):.3f}, within 25%: {within:.0f}%")
+
+
+def skew_table(real: dict[tuple[str, int], list[int]], args) -> None:
+    """The send-skew table and its summary line (module docstring)."""
+    print(f"{'graph':18} {'twin':17} {'P':>3} {'twin skew':>10} {'real skew':>10} {'ratio':>6}")
+    ratios = []
+    twins: dict[str, Twin] = {}
+    for (graph, p), sends in real.items():
+        name = TWIN_OF.get(graph)
+        if name is None or not 2 <= p <= 64 or (args.twins and name not in args.twins):
+            continue
+        twin = twins.setdefault(name, Twin(name, args.nodes, Path(args.cache)))
+        got, want = twin.skew(p), send_skew(sends)
+        ratios.append(got / want)
+        print(f"{graph:18} {name:17} {p:>3} {got:>10.3f} {want:>10.3f} {got / want:>6.3f}",
+              flush=True)
+    r = np.array(ratios)
+    if r.size == 0:
+        print("send skew: 0 points, median ratio nan, within 25%: nan%")
+        return
+    within = 100.0 * np.mean(np.abs(r - 1.0) <= BAND)
+    print(f"send skew: {r.size} points, median ratio {np.median(r):.3f}, within 25%: {within:.0f}%")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,22 @@ def metis_counts(indptr: np.ndarray, indices: np.ndarray, parts: Sequence[int], 
     return out
 
 
+def part_sends(halo_rows) -> np.ndarray:
+    """Rows each part sends per layer: ``sends[q] = sum_r halo_rows[r][q]`` (the
+    distinct (vertex, remote part) pairs of q's vertices; :func:`halo_counts`)."""
+    return np.asarray(halo_rows, dtype=np.float64).sum(axis=0)
+
+
+def send_skew(sends) -> float:
+    """How unevenly a partition spreads its halo over the senders: ``max_q sends[q] /
+    mean_q sends[q]`` (1: every part sends as much; the slowest rank of a halo exchange
+    sends the maximum)."""
+    s = np.asarray(sends, dtype=np.float64)
+    if s.ndim != 1 or s.size == 0 or not s.mean() > 0:
+        raise CdfgnnError(f"send skew needs positive per-part send counts, got {s.tolist()}")
+    return float(s.max() / s.mean())
+
+
 def metis_values(indptr: np.ndarray, indices: np.ndarray, points: Sequence[Point], *,
                  train: np.ndarray | None = None, seed: int = 0) -> np.ndarray:
     """The value of every point on this graph (``train``: the training mask, for the

@@ -102,6 +102,33 @@ def volume_factor(graph: str) -> float:
     return MB / (2.0 * s.syncs * s.hidden * FLOAT_BYTES * s.part_vertices)
 
 
+def read_part_sends(path: str | Path) -> dict[tuple[str, int], list[int]]:
+    """Per-part send counts of ``benchmarks/data/real_partition_parts.csv`` (columns
+    ``graph, vertices, arcs, partitioner, parts, part, send_rows, source``): ``{(graph,
+    P): [rows part 0 sends, ..., rows part P-1 sends]}`` (METIS rows only); every part of
+    a (graph, P) must be there exactly once."""
+    path = Path(path)
+    if not path.is_file():
+        raise CdfgnnError(f"{path}: per-part send counts file does not exist")
+    got: dict[tuple[str, int], dict[int, int]] = {}
+    with path.open(newline="") as f:
+        for i, row in enumerate(csv.DictReader(f), start=2):
+            try:
+                if row["partitioner"] != "metis":
+                    continue
+                key, part = (row["graph"], int(row["parts"])), int(row["part"])
+                sends = got.setdefault(key, {})
+                if part in sends or not 0 <= part < key[1]:
+                    raise ValueError(f"part {part} repeated or outside 0..{key[1] - 1}")
+                sends[part] = int(row["send_rows"])
+            except (KeyError, ValueError) as exc:
+                raise CdfgnnError(f"{path}: line {i}: bad row ({exc})") from None
+    for (graph, p), sends in got.items():
+        if len(sends) != p:
+            raise CdfgnnError(f"{path}: {graph} at P = {p} has {len(sends)} parts")
+    return {k: [v[q] for q in range(k[1])] for k, v in sorted(got.items())}
+
+
 def read_targets(path: str | Path) -> list[Target]:
     """Every row of the CSV with a known metric (others, e.g. message counts, skipped)."""
     path = Path(path)
