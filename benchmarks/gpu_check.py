@@ -154,7 +154,6 @@ def stage_kernels(report: Report) -> None:
     from cdfgnn.partition.locality import arc_share
     from cdfgnn.data.datasets import get_graph
     from cdfgnn.models.propagate import SparseMatrix, norm_values
-    from cdfgnn.twins.measure import induced
 
     t0 = time.perf_counter()
     g = get_graph(DATASET, scale=SCALE, seed=0)

@@ -66,6 +66,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -517,13 +518,20 @@ def published_halo_copies(dataset: str, parts: int, data_dir: Path) -> float | N
 def published_part_sends(dataset: str, parts: int, data_dir: Path) -> np.ndarray | None:
     """Per-part METIS send counts (rows each part sends per layer) that
     ``real_partition_parts.csv`` gives for this graph (its name there) and P, in part
-    order, or None (:func:`cdfgnn.twins.targets.read_part_sends` reads the file)."""
-    from cdfgnn.twins.targets import read_part_sends
+    order, or None."""
     path = data_dir / PARTS_FILE
     if not path.is_file():
         return None
-    sends = read_part_sends(path).get((DATASETS[dataset].graph or dataset, parts))
+    sends = _part_sends_file(path).get((DATASETS[dataset].graph or dataset, parts))
     return None if sends is None else np.asarray(sends, dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=None)
+def _part_sends_file(path: Path) -> dict:
+    """The file read once per run (every priced row asks it):
+    :func:`cdfgnn.twins.targets.read_part_sends`."""
+    from cdfgnn.twins.targets import read_part_sends
+    return read_part_sends(path)
 
 
 def with_sends(halo: np.ndarray, sends: np.ndarray) -> np.ndarray:
@@ -531,16 +539,13 @@ def with_sends(halo: np.ndarray, sends: np.ndarray) -> np.ndarray:
     set to a published count: the k-th largest sender of ``halo`` sends the k-th largest
     count, its receivers in ``halo``'s proportions (evenly where it sends nothing)."""
     halo = np.array(halo, dtype=np.float64)
-    p = halo.shape[0]
+    p, col = halo.shape[0], halo.sum(axis=0)
     target = np.empty(p)
-    target[np.argsort(halo.sum(axis=0), kind="stable")] = np.sort(sends)
-    for q in range(p):
-        col = halo[:, q].sum()
-        if col > 0:
-            halo[:, q] *= target[q] / col
-        else:
-            halo[:, q] = target[q] / max(p - 1, 1)
-            halo[q, q] = 0.0
+    target[np.argsort(col, kind="stable")] = np.sort(sends)
+    halo *= np.divide(target, col, out=np.zeros(p), where=col > 0)
+    silent = np.flatnonzero(col <= 0)
+    halo[:, silent] = target[silent] / max(p - 1, 1)
+    halo[silent, silent] = 0.0
     return halo
 
 
@@ -560,37 +565,33 @@ def halo_source(dataset: str, regime: str, parts: int, scale: int, cache: Path,
         if copies is None and sends is None:
             raise Skip("dataset", dataset, f"no twin, and no published {regime} halo "
                        f"statistics at P = {parts}")
-        out = even_counts(ds, parts, copies if sends is None else sends.sum() / ds.nodes)
-        if sends is not None:
-            out["halo_rows"] = with_sends(out["halo_rows"], sends)
-            out["source"] = "published sends per part, even parts"
-        return out
-    th = twin_counts(dataset, inductive, parts, scale, cache, log)
-    k = ds.nodes / th.nodes           # twin vertices -> the peers' copy's vertices
-    out = {key: np.asarray(getattr(th, key), dtype=np.float64) * k
-           for key in ("owned", "labelled", "inner_arcs", "halo_arcs", "halo_rows")}
+        out, pattern = even_counts(ds, parts), "even parts"
+    else:
+        th = twin_counts(dataset, inductive, parts, scale, cache, log)
+        k = ds.nodes / th.nodes           # twin vertices -> the peers' copy's vertices
+        out = {key: np.asarray(getattr(th, key), dtype=np.float64) * k
+               for key in ("owned", "labelled", "inner_arcs", "halo_arcs", "halo_rows")}
+        out["arc_share"] = th.arc_share          # per part: its matrix's column locality
+        out["source"], pattern = f"twin {ds.twin} at {th.nodes} vertices", "twin pattern"
     if sends is not None:
         out["halo_rows"] = with_sends(out["halo_rows"], sends)
-        out["source"] = "published sends per part, twin pattern"
+        out["source"] = f"published sends per part, {pattern}"
     elif copies is not None and out["halo_rows"].sum() > 0:
         out["halo_rows"] *= copies * ds.nodes / out["halo_rows"].sum()
-        out["source"] = f"published halo copies {copies}, twin pattern"
-    else:
-        out["source"] = f"twin {ds.twin} at {th.nodes} vertices"
-    out["arc_share"] = th.arc_share          # per part: its matrix's column locality
+        out["source"] = f"published halo copies {copies}, {pattern}"
     return out
 
 
-def even_counts(ds: Dataset, parts: int, copies: float) -> dict:
-    """Balanced parts (N/P rows and arcs/P arcs each, every row labelled) needing
-    ``copies x N`` halo rows in all, the same number from every other part."""
+def even_counts(ds: Dataset, parts: int) -> dict:
+    """Balanced parts (N/P rows and arcs/P arcs each, every row labelled), every part
+    needing one row from every other (the pattern :func:`halo_source` scales to the
+    published halo)."""
     n = ds.nodes / parts
-    halo = np.full((parts, parts), copies * ds.nodes / max(parts * (parts - 1), 1))
+    halo = np.ones((parts, parts))
     np.fill_diagonal(halo, 0.0)
     return {"owned": np.full(parts, n), "labelled": np.full(parts, n),
             "inner_arcs": np.full(parts, ds.arcs / parts), "halo_arcs": np.zeros(parts),
-            "halo_rows": halo, "source": f"published halo copies {copies}, even parts",
-            "arc_share": [None] * parts}
+            "halo_rows": halo, "source": "even parts", "arc_share": [None] * parts}
 
 
 # ----------------------------------------------------------------------------- counts

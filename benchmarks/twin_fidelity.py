@@ -122,11 +122,17 @@ class Twin:
         """Send skew of vertex-balanced METIS (seed 0) at P = ``parts``, whole graph."""
         key = f"send_skew|metis|{parts}"
         if key not in self.values:
-            g = self.graph()
-            rows = metis_counts(g.indptr, g.indices, [parts], seed=0)[parts]["halo_rows"]
-            self.values[key] = send_skew(part_sends(rows))
+            self._metis_halo(parts)
             atomic_write_json(self.path, self.values)
         return self.values[key]
+
+    def _metis_halo(self, parts: int) -> float:
+        """Halo copies per vertex of vertex-balanced METIS (seed 0) at P = ``parts``, whole
+        graph; the send skew of the same partition is kept beside them (:meth:`skew`)."""
+        g = self.graph()
+        c = metis_counts(g.indptr, g.indices, [parts], seed=0)[parts]
+        self.values[f"send_skew|metis|{parts}"] = send_skew(part_sends(c["halo_rows"]))
+        return float(c["halo_copies_per_vertex"])
 
     def _measure(self, target) -> float:
         g = self.graph()
@@ -137,10 +143,7 @@ class Twin:
                                                             **params))["rf"])
         pt = target.point()
         if (pt.metric, pt.partitioner, pt.regime) == ("halo", "metis", "full"):
-            # the same partition gives the send skew at this P (skew_table)
-            c = metis_counts(g.indptr, g.indices, [pt.parts], seed=0)[pt.parts]
-            self.values[f"send_skew|metis|{pt.parts}"] = send_skew(part_sends(c["halo_rows"]))
-            return float(c["halo_copies_per_vertex"])
+            return self._metis_halo(pt.parts)
         v = float(metis_values(g.indptr, g.indices, [pt], train=g.train)[0])
         return v / volume_factor(target.graph) if target.metric == "halo_volume_mb" else v
 

@@ -265,6 +265,7 @@ class _Counts:
     __slots__ = ("pivots", "c", "dc", "den", "targets", "integral")
 
     def __init__(self, pivots: list[int], c: list[list[Fraction]], targets: list):
+        # targets: the (row, field) of C's nonzero columns, the counts' places in a ledger
         self.pivots, self.c, self.targets = pivots, c, targets
         #: C holds integers only: the counts at every integer t are integers
         self.integral = all(v.denominator == 1 for row in c for v in row)
@@ -293,6 +294,10 @@ class _Counts:
             return None
         return [int(v) for v in out]
 
+    def adds(self, pred: list[int]):
+        """The (row, field, value) adds of counts ``pred`` (:meth:`at`)."""
+        return ((r, f, v) for (r, f), v in zip(self.targets, pred))
+
 
 class _Predicted:
     """The (row, field, value) adds of one predicted call of a map whose counts are
@@ -308,7 +313,7 @@ class _Predicted:
         pred = self.counts.at(self.t)
         if pred is None:        # an integral map gives integers: nothing else can be here
             raise AssertionError(f"operation ledger: fractional counts at {self.t}")
-        return ((r, f, v) for (r, f), v in zip(self.counts.targets, pred))
+        return self.counts.adds(pred)
 
 
 class _Affine:
@@ -325,8 +330,6 @@ class _Affine:
         self.rows: list = []                     # (phase, kind) of the counts' rows
         self.basis_t: list[list[int]] = []
         self.basis_y: list[list[int]] = []
-        self.targets: list = []                  # (row, field) of C's nonzero columns
-        self.bound = 0                           # largest |sum| a count can reach per |t|
         self.streak = 0                          # exact predictions of counted calls
         self.since_check = 0
         self.skipped = 0                         # calls not learnt from (skip)
@@ -345,9 +348,9 @@ class _Affine:
         a_inv = _inverse([[Fraction(r[c]) for c in pivots] for r in self.basis_t])
         c = _matmul(a_inv, self.basis_y)
         cols = [j for j in range(len(c[0])) if any(row[j] != 0 for row in c)]
-        self.targets = [(j // _NF, j % _NF) for j in cols]
         self.null = _null_space(m, pivots)
-        self.counts = _Counts(pivots, [[row[j] for j in cols] for row in c], self.targets)
+        self.counts = _Counts(pivots, [[row[j] for j in cols] for row in c],
+                              [(j // _NF, j % _NF) for j in cols])
 
     def in_span(self, t: list[int]) -> bool:
         """Does ``t`` lie in the span learnt so far? (``t`` is orthogonal to every vector
@@ -371,7 +374,7 @@ class _Affine:
     def compare(self, pred: list[int], values: list[int]) -> bool:
         """Does ``pred`` (nonzero columns) give ``values`` (every column)?"""
         full = [0] * len(values)
-        for (r, f), v in zip(self.targets, pred):
+        for (r, f), v in zip(self.counts.targets, pred):
             full[r * _NF + f] = v
         return full == values
 
@@ -405,8 +408,7 @@ def counted_affine(memo: dict, key: Hashable, theta: Sequence[int], fn: Callable
         pred = counts.at(t)         # may not be an integer: then counted below
         if pred is not None:
             fit.since_check += 1
-            return _replay(fit.rows, ((r, f, v) for (r, f), v in zip(fit.targets, pred)),
-                           fit.signature[1], fn)
+            return _replay(fit.rows, counts.adds(pred), fit.signature[1], fn)
     pred = fit.predict(t)
     out, kept = _count(fn)
     fit.since_check = 0
