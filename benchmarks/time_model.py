@@ -920,9 +920,10 @@ def fit(preps: list[Prepared], eff):
         return eff, base, names
     lo = np.log([max(FIT_BOUNDS[k][0], 1e-3) for k in names])
     hi = np.log([FIT_BOUNDS[k][1] for k in names])
-    # start inside the box: Powell's line searches do not leave a bound they start on
+    # start inside the box (Powell's line searches do not leave a bound they start on), but
+    # near the given constants: a wide margin moves the start into another basin
     x = np.clip(np.log([max(getattr(eff, k), 1e-3) for k in names]),
-                lo + 0.05 * (hi - lo), hi - 0.05 * (hi - lo))
+                lo + START_MARGIN * (hi - lo), hi - START_MARGIN * (hi - lo))
 
     def trial(x):
         return eff.but(**{k: float(np.exp(v)) for k, v in zip(names, x)})
@@ -937,11 +938,16 @@ def fit(preps: list[Prepared], eff):
         if gain < 1e-4:
             break
     fitted = trial(x)
-    return fitted, loss(preps, fitted), names
+    got = loss(preps, fitted)
+    if got > base:                         # never worse than the constants it started from
+        return eff, base, names
+    return fitted, got, names
 
 
 #: Powell runs from the last optimum, while one still gains
 RESTARTS = 4
+#: how far inside its bounds (a share of the log range) a constant starts the fit
+START_MARGIN = 0.005
 
 
 def summary(rows: list[tuple]) -> tuple[int, float, float]:
