@@ -37,7 +37,10 @@ alternately to the two halves; the split never reads a number. Every constant of
 :mod:`cdfgnn.pricing.efficiency` that some calibration row depends on is fitted on the
 calibration halves of all parts together (each part weighs the same: the mean over parts
 of the mean absolute log ratio, robust to a few rows far off), within ``FIT_BOUNDS``.
-``--write-efficiency`` stores them in the package; nothing else keeps a constant.
+``--write-efficiency`` stores them in the package; nothing else keeps a constant. The
+run prints the per-row table, then the validation half's lines per part and repository
+(the pooled lines weigh rows, and one repository can hold most of a part's rows), and
+ends with the ten lines ``<half> <part>: N rows, median ratio R, within 2x: S%``.
 
 ``--frozen`` prices the ``--published`` file with the stored constants (no fit) and ends
 with ``held-out: N rows, median ratio R, within 2x: S%``. Its schema is read from its
@@ -992,6 +995,28 @@ def table(parts: dict[str, list], halves: dict[str, str]) -> list[str]:
     return lines
 
 
+def repository(source: str) -> str:
+    """The repository a row's source names (``zxmeng98/Sylvie@72572f6:results/...`` ->
+    ``zxmeng98/Sylvie``); a source that names none (a paper, ``arXiv:2104.00521 Table
+    4``) is its text before the first space."""
+    head = re.split(r"[@: ]", source, maxsplit=1)[0]
+    return head if "/" in head else source_group(source)
+
+
+def by_repository(parts: dict[str, list], halves: dict[str, str], half: str) -> list[str]:
+    """One summary line per part and repository of the rows of ``half``: the pooled lines
+    weigh rows, so a repository with many rows can carry a part (docs/results.md)."""
+    lines = []
+    for part, rows in parts.items():
+        groups: dict[str, list] = {}
+        for x in rows:
+            if halves.get(x[0].row.key) == half:
+                groups.setdefault(repository(x[0].row.source), []).append(x)
+        for repo in sorted(groups, key=lambda g: (-len(groups[g]), g)):
+            lines.append(summary_line(f"{half} {part} by repository {repo}", groups[repo]))
+    return lines
+
+
 # ----------------------------------------------------------------------------- modes
 def load_rows(paths: list[Path], log: Callable[[str], None]) -> list[tuple[str, Row]]:
     """(schema, row) of every priceable row of ``paths``. A one-GPU row of an epoch file
@@ -1070,7 +1095,7 @@ def calibrate(args, ctx: Context) -> int:
         efficiency.write_efficiency(fitted, header=header)
         print(f"wrote {efficiency.EFFICIENCY_FILE}")
     parts = part_ratios(preps, fitted)
-    for line in table(parts, halves):
+    for line in table(parts, halves) + [""] + by_repository(parts, halves, "validation"):
         print(line)
     print("")
     for half in HALVES:

@@ -323,3 +323,23 @@ def test_published_halo_copies_set_the_halo_total(tmp_path):
     twin = tm.halo_source("reddit", "transductive", 2, 2000, tmp_path / "c", tmp_path,
                           log=lambda line: None)
     assert twin["halo_rows"].sum() == pytest.approx(0.5 * 232965)
+
+
+def test_by_repository_lines_split_each_part_by_repository():
+    """Every row of the half counted once per part, grouped by the repository it names."""
+    from cdfgnn.pricing.efficiency import load_efficiency
+    preps = [_prep(source="zxmeng98/Sylvie@72572f6:results/a.csv row 1"),
+             _prep(source="zxmeng98/Sylvie@72572f6:results/b.csv row 2", model="graphsage"),
+             _prep(source="arXiv:2104.00521 Table 4 row 3")]
+    assert [tm.repository(p.row.source) for p in preps] == \
+        ["zxmeng98/Sylvie", "zxmeng98/Sylvie", "arXiv:2104.00521"]
+    halves = {p.row.key: "validation" for p in preps}
+    parts = tm.part_ratios(preps, load_efficiency())
+    lines = tm.by_repository(parts, halves, "validation")
+    for part, rows in parts.items():
+        mine = [line for line in lines if line.startswith(f"validation {part} by repository ")]
+        counts = [int(re.search(r": (\d+) rows", line).group(1)) for line in mine]
+        assert sum(counts) == len(rows)
+        if rows:
+            assert mine[0].startswith(f"validation {part} by repository zxmeng98/Sylvie: 2 rows")
+    assert tm.by_repository(parts, halves, "calibration") == []
