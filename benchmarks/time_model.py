@@ -42,8 +42,10 @@ run prints the per-row table, then the validation half's lines per part and repo
 (the pooled lines weigh rows, and one repository can hold most of a part's rows), and
 ends with the ten lines ``<half> <part>: N rows, median ratio R, within 2x: S%``.
 
-``--frozen`` prices the ``--published`` file with the stored constants (no fit) and ends
-with ``held-out: N rows, median ratio R, within 2x: S%``. Its schema is read from its
+``--frozen`` prices the ``--published`` file with the stored constants (no fit), prints
+per row its predicted and published parts, then per repository the summary of its rows'
+main part (``held-out <part> by repository <repo>: ...``), and ends with ``held-out: N
+rows, median ratio R, within 2x: S%``. Its schema is read from its
 header (a distributed, single-GPU or kernel file). A row that cannot be priced is
 skipped with one line naming the field and value; a malformed file stops with one line.
 
@@ -1119,6 +1121,12 @@ def frozen(args, ctx: Context) -> int:
         head = MAIN_PART[family(prep)]
         main_rows.append((prep, pred[head], ratio(pred[head], prep.row.published[head],
                                                   head, prep.row)))
+    by_part: dict[str, list] = {}
+    for x in main_rows:
+        by_part.setdefault(MAIN_PART[family(x[0])], []).append(x)
+    for line in by_repository(by_part, {x[0].row.key: "held-out" for x in main_rows},
+                              "held-out"):
+        print(line)
     print(summary_line("held-out", main_rows))
     return 0
 

@@ -128,6 +128,8 @@ def test_unpriceable_rows_are_skipped_with_field_and_value(tmp_path, capsys, mon
                          ("dataset", "'friendster'")):
         assert sum(field in line and value in line for line in skipped) == 1, (field, skipped)
     assert len(skipped) == 5
+    assert re.fullmatch(r"held-out epoch by repository test/a\.csv: 1 rows, median ratio "
+                        r"\d+\.\d{3}, within 2x: \d+%", out[-2])
     assert re.fullmatch(r"held-out: 1 rows, median ratio \d+\.\d{3}, within 2x: \d+%", out[-1])
 
 
