@@ -260,6 +260,26 @@ def test_fit_moves_only_what_rows_depend_on_within_bounds():
             assert low - 1e-9 <= getattr(fitted, key) <= high + 1e-9, key
 
 
+def test_fit_never_returns_constants_worse_than_its_start(monkeypatch):
+    """Powell may settle in a worse basin than the constants it started from (it did, with
+    a start moved 5% inside the bounds): the start is kept then."""
+    import types
+
+    import scipy.optimize
+
+    from cdfgnn.pricing.efficiency import load_efficiency
+    preps = [_prep(), _prep(model="graphsage", source="test/x row 9")]
+    start = load_efficiency()
+
+    def worse(fun, x, bounds, **kw):        # a 'minimum' at the box's lower corner
+        far = np.array([low for low, _ in bounds])
+        return types.SimpleNamespace(x=far, fun=fun(far))
+
+    monkeypatch.setattr(scipy.optimize, "minimize", worse)
+    fitted, best, names = tm.fit(preps, start)
+    assert names and fitted == start and best == tm.loss(preps, start)
+
+
 def test_pipeline_prints_every_part_for_both_halves(tmp_path, capsys):
     """The whole run on two rows and a 2,000-vertex twin: ten summary lines at the end."""
     tiny = _write(tmp_path / "tiny.csv", TINY)
