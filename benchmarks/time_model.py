@@ -907,7 +907,8 @@ def loss(preps: list[Prepared], eff) -> float:
 
 def fit(preps: list[Prepared], eff):
     """The constants of ``eff`` that the rows depend on, fitted within FIT_BOUNDS
-    (Powell on their logarithms, restarted from its optimum while that still gains);
+    (Powell on their logarithms from ``START_MARGIN`` inside the bounds, restarted from its
+    optimum while that still gains; ``eff`` itself where Powell ends worse than it);
     returns (constants, loss, fitted names)."""
     from scipy.optimize import minimize
 
@@ -1111,7 +1112,7 @@ def frozen(args, ctx: Context) -> int:
     """Price ``--published`` with the stored constants; last line ``held-out: ...``."""
     from cdfgnn.pricing.efficiency import load_efficiency
     eff = load_efficiency()
-    main_rows = []
+    main_rows, by_part = [], {}
     for prep in load_parts([Path(p) for p in args.published], ctx):
         pred = prep.predict(eff)
         cells = [f"{part} {pred[part]:.5f}/{prep.row.published[part]:.5f}"
@@ -1119,11 +1120,9 @@ def frozen(args, ctx: Context) -> int:
         print(f"{prep.row.key}: {row_label(prep)}: predicted/published "
               + ", ".join(cells))
         head = MAIN_PART[family(prep)]
-        main_rows.append((prep, pred[head], ratio(pred[head], prep.row.published[head],
-                                                  head, prep.row)))
-    by_part: dict[str, list] = {}
-    for x in main_rows:
-        by_part.setdefault(MAIN_PART[family(x[0])], []).append(x)
+        item = (prep, pred[head], ratio(pred[head], prep.row.published[head], head, prep.row))
+        main_rows.append(item)
+        by_part.setdefault(head, []).append(item)
     for line in by_repository(by_part, {x[0].row.key: "held-out" for x in main_rows},
                               "held-out"):
         print(line)
