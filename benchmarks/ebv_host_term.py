@@ -11,9 +11,15 @@ then the mean change over the configurations (target: a cut of at least 10%, i.e
 twin's configuration by a list (e.g. ``2x2 2x4 2x8``); ``--keep F`` first keeps a random
 share F of the twin's edges; ``--scale-balance S`` multiplies alpha and beta by S.
 
+``--graphs FILE ...`` runs on graph files instead (any format ``cdfgnn prepare --from``
+reads; default topologies 2x2 2x4 2x8), and ``--with-twins`` also on each file's fitted
+twin at its own size (``cdfgnn prepare --twin-of``: METIS halo copies and cut at P = 2,
+4, 8), so that a real topology and its twin are compared on the same partitioner; each
+source then ends with its own mean line.
+
 Usage: python benchmarks/ebv_host_term.py [--datasets NAME ...] [--scale medium]
        [--seeds 0] [--orders degree] [--gammas 0.1] [--topologies HxD ...] [--keep 1.0]
-       [--scale-balance 1.0]
+       [--scale-balance 1.0] [--graphs FILE ... [--with-twins]]
 """
 from __future__ import annotations
 
@@ -62,9 +68,33 @@ def _topology(text: str) -> Topology:
     return Topology(hosts, dph)
 
 
+def sources(args) -> list[tuple[str, list[Topology], object]]:
+    """(name, topologies, graph for a seed) of every graph the run measures."""
+    if not args.graphs:
+        return [(name, [_topology(t) for t in args.topologies] if args.topologies else
+                 [Topology(*TABLE3.get(name, (2, 4)))],
+                 lambda seed, name=name: generate_twin(name, args.scale, seed))
+                for name in args.datasets]
+    from cdfgnn.data.importers import read_any_graph
+    from cdfgnn.twins.of_graph import twin_of
+    topos = [_topology(t) for t in (args.topologies or ["2x2", "2x4", "2x8"])]
+    out = []
+    for path in args.graphs:
+        graph = read_any_graph(path)
+        stem = Path(path).name.split(".")[0]
+        out.append((stem, topos, lambda seed, g=graph: g))
+        if args.with_twins:
+            out.append((f"twin-of-{stem}", topos,
+                        lambda seed, g=graph: twin_of(g, g.num_nodes, seed=seed)[0]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", nargs="+", default=list(TABLE3))
+    ap.add_argument("--graphs", nargs="+", help="graph files instead of the twins")
+    ap.add_argument("--with-twins", action="store_true",
+                    help="with --graphs: also each file's fitted twin at its own size")
     ap.add_argument("--scale", default="medium")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--orders", nargs="+", default=["degree"])
@@ -74,12 +104,13 @@ def main() -> None:
     ap.add_argument("--scale-balance", type=float, default=1.0)
     args = ap.parse_args()
     ab = {"alpha": args.scale_balance, "beta": args.scale_balance}
+    if args.with_twins and not args.graphs:
+        ap.error("--with-twins needs --graphs")
     changes: dict[tuple, list[float]] = {}
-    for name in args.datasets:
-        topos = [_topology(t) for t in args.topologies] if args.topologies else \
-            [Topology(*TABLE3.get(name, (2, 4)))]
+    per_source: dict[str, list[float]] = {}
+    for name, topos, make in sources(args):
         for seed in args.seeds:
-            g = generate_twin(name, args.scale, seed)
+            g = make(seed)
             if args.keep < 1.0:
                 g = keep_edges(g, args.keep, seed)
             deg = 2.0 * g.num_edges / g.num_nodes
@@ -88,10 +119,14 @@ def main() -> None:
                     for topo in topos:
                         r = outer_change(g, topo, seed, gamma, order=order, **ab)
                         changes.setdefault((order, gamma), []).append(r["outer"])
+                        per_source.setdefault(name, []).append(r["outer"])
                         print(f"{name} {topo.label} seed {seed} avg-degree {deg:.1f} order "
                               f"{order} gamma {gamma}: Outer {r['outer']:+.1f}% Inner "
                               f"{r['inner']:+.1f}%  RF g0/g {r['rf'][0]:.3f}/{r['rf'][1]:.3f}  "
                               f"max edge IF {r['edge_if']:.3f}", flush=True)
+    if args.graphs:
+        for name, cs in per_source.items():
+            print(f"{name}: mean Outer change {np.mean(cs):+.1f}% over {len(cs)} runs")
     for (order, gamma), cs in changes.items():
         print(f"order {order} gamma {gamma}: mean Outer change {np.mean(cs):+.1f}% over "
               f"{len(cs)} configurations (target: <= -10%)")

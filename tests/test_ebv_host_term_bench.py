@@ -1,0 +1,43 @@
+"""benchmarks/ebv_host_term.py on graph files: the host term per source, same partitioner."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "osm_helsinki_roads.txt.gz"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("ebv_host_term_bench",
+                                                  ROOT / "benchmarks" / "ebv_host_term.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_graph_file_gets_one_line_per_topology_and_its_own_mean(monkeypatch, capsys):
+    bench = _load()
+    monkeypatch.setattr(sys, "argv", ["ebv_host_term.py", "--graphs", str(FIXTURE),
+                                      "--topologies", "2x2", "2x4"])
+    bench.main()
+    out = capsys.readouterr().out.strip().splitlines()
+    runs = [line for line in out if line.startswith("osm_helsinki_roads h2x")]
+    assert [line.split()[1] for line in runs] == ["h2x2", "h2x4"]
+    changes = [float(re.search(r"Outer ([+-]\d+\.\d)%", line).group(1)) for line in runs]
+    mean = re.fullmatch(r"osm_helsinki_roads: mean Outer change ([+-]\d+\.\d)% over 2 runs",
+                        out[-2])
+    assert mean and float(mean.group(1)) == pytest.approx(sum(changes) / 2, abs=0.06)
+    assert out[-1].startswith("order degree gamma 0.1: mean Outer change")
+
+
+def test_with_twins_needs_graphs(monkeypatch):
+    bench = _load()
+    monkeypatch.setattr(sys, "argv", ["ebv_host_term.py", "--with-twins"])
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 2
