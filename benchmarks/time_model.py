@@ -1006,17 +1006,20 @@ def repository(source: str) -> str:
     return head if "/" in head else source_group(source)
 
 
-def by_repository(parts: dict[str, list], halves: dict[str, str], half: str) -> list[str]:
-    """One summary line per part and repository of the rows of ``half``: the pooled lines
-    weigh rows, so a repository with many rows can carry a part (docs/results.md)."""
+def by_repository(parts: dict[str, list], label: str,
+                  halves: dict[str, str] | None = None) -> list[str]:
+    """One summary line per part and repository (``<label> <part> by repository <repo>:
+    ...``), of the rows in half ``label`` where ``halves`` is given, else of every row:
+    the pooled lines weigh rows, so a repository with many rows can carry a part
+    (docs/results.md)."""
     lines = []
     for part, rows in parts.items():
         groups: dict[str, list] = {}
         for x in rows:
-            if halves.get(x[0].row.key) == half:
+            if halves is None or halves.get(x[0].row.key) == label:
                 groups.setdefault(repository(x[0].row.source), []).append(x)
         for repo in sorted(groups, key=lambda g: (-len(groups[g]), g)):
-            lines.append(summary_line(f"{half} {part} by repository {repo}", groups[repo]))
+            lines.append(summary_line(f"{label} {part} by repository {repo}", groups[repo]))
     return lines
 
 
@@ -1098,7 +1101,7 @@ def calibrate(args, ctx: Context) -> int:
         efficiency.write_efficiency(fitted, header=header)
         print(f"wrote {efficiency.EFFICIENCY_FILE}")
     parts = part_ratios(preps, fitted)
-    for line in table(parts, halves) + [""] + by_repository(parts, halves, "validation"):
+    for line in table(parts, halves) + [""] + by_repository(parts, "validation", halves):
         print(line)
     print("")
     for half in HALVES:
@@ -1123,8 +1126,7 @@ def frozen(args, ctx: Context) -> int:
         item = (prep, pred[head], ratio(pred[head], prep.row.published[head], head, prep.row))
         main_rows.append(item)
         by_part.setdefault(head, []).append(item)
-    for line in by_repository(by_part, {x[0].row.key: "held-out" for x in main_rows},
-                              "held-out"):
+    for line in by_repository(by_part, "held-out"):
         print(line)
     print(summary_line("held-out", main_rows))
     return 0

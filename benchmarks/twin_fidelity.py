@@ -191,12 +191,16 @@ def main() -> None:
     print(f"{time.process_time() - t0:.0f} s CPU (cached values are not re-measured), peak "
           f"memory {rss:.2f} GB, twins at {args.nodes} vertices")
     for label, fit in (("fitted", True), ("predicted", False)):
-        r = np.array([x for _, x, f in rows if f == fit])
-        if r.size == 0:
-            print(f"{label}: 0 points, median ratio nan, within 25%: nan%")
-            continue
-        within = 100.0 * np.mean(np.abs(r - 1.0) <= BAND)
-        print(f"{label}: {r.size} points, median ratio {np.median(r):.3f}, within 25%: {within:.0f}%")
+        print(band_line(label, [x for _, x, f in rows if f == fit]))
+
+
+def band_line(label: str, ratios) -> str:
+    """``<label>: N points, median ratio R, within 25%: S%`` of twin / real ratios."""
+    r = np.asarray(ratios, dtype=np.float64)
+    if r.size == 0:
+        return f"{label}: 0 points, median ratio nan, within 25%: nan%"
+    within = 100.0 * np.mean(np.abs(r - 1.0) <= BAND)
+    return f"{label}: {r.size} points, median ratio {np.median(r):.3f}, within 25%: {within:.0f}%"
 
 
 def skew_table(real: dict[tuple[str, int], list[int]], args) -> None:
@@ -213,12 +217,7 @@ def skew_table(real: dict[tuple[str, int], list[int]], args) -> None:
         ratios.append(got / want)
         print(f"{graph:18} {name:17} {p:>3} {got:>10.3f} {want:>10.3f} {got / want:>6.3f}",
               flush=True)
-    r = np.array(ratios)
-    if r.size == 0:
-        print("send skew: 0 points, median ratio nan, within 25%: nan%")
-        return
-    within = 100.0 * np.mean(np.abs(r - 1.0) <= BAND)
-    print(f"send skew: {r.size} points, median ratio {np.median(r):.3f}, within 25%: {within:.0f}%")
+    print(band_line("send skew", ratios))
 
 
 if __name__ == "__main__":

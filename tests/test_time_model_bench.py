@@ -357,11 +357,11 @@ def test_by_repository_lines_split_each_part_by_repository():
         ["zxmeng98/Sylvie", "zxmeng98/Sylvie", "arXiv:2104.00521"]
     halves = {p.row.key: "validation" for p in preps}
     parts = tm.part_ratios(preps, load_efficiency())
-    lines = tm.by_repository(parts, halves, "validation")
+    lines = tm.by_repository(parts, "validation", halves)
     for part, rows in parts.items():
         mine = [line for line in lines if line.startswith(f"validation {part} by repository ")]
         counts = [int(re.search(r": (\d+) rows", line).group(1)) for line in mine]
         assert sum(counts) == len(rows)
         if rows:
             assert mine[0].startswith(f"validation {part} by repository zxmeng98/Sylvie: 2 rows")
-    assert tm.by_repository(parts, halves, "calibration") == []
+    assert tm.by_repository(parts, "calibration", halves) == []
