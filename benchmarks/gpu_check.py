@@ -52,7 +52,8 @@ CARD_PROFILES = (("H200", "h200"), ("H100", "h100"), ("H800", "h800"), ("A100-SX
                  ("A100 80GB", "a100-80"), ("A100", "a100-40"), ("A800", "a800"),
                  ("V100", "v100"), ("A40", "a40"), ("RTX A6000", "rtx-a6000"),
                  ("RTX 3090", "rtx3090"), ("RTX 3060", "rtx3060"), ("T4", "t4"))
-WIDTHS = (16, 64, 256)
+#: the kernel stage's widths; ``GPU_CHECK_WIDTHS=16,32,64`` sweeps others
+WIDTHS = tuple(int(w) for w in os.environ.get("GPU_CHECK_WIDTHS", "16,64,256").split(","))
 DATASET = os.environ.get("GPU_CHECK_DATASET", "synth-reddit")
 SCALE = os.environ.get("GPU_CHECK_SCALE", "medium")
 EPOCHS, WARMUP = 20, 5
