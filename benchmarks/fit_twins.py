@@ -63,7 +63,8 @@ def points_for(twin: str, targets) -> list:
     """The fit's points of one twin (module docstring)."""
     pts = []
     for t in targets:
-        if t.twin != twin or t.parts not in FIT_PARTS or t.metric == "replication_factor":
+        if (t.twin != twin or t.parts not in FIT_PARTS or t.metric == "replication_factor"
+                or t.checked_only):
             continue
         if twin in VOLUME_ONLY and t.metric != "halo_volume_mb":
             continue

@@ -96,6 +96,29 @@ def test_targets_file_rows_and_volume_conversion(tmp_path):
         read_targets(tmp_path / "none.csv")
 
 
+
+def test_volume_objective_pairs_are_checks_on_the_whole_graph_never_fitted(tmp_path):
+    """Bajaj et al.'s logs give the halo copies and the cut of one METIS-vol partition:
+    both are measured on the twin with the volume objective on the whole graph, and
+    neither enters a twin's fit (benchmarks/fit_twins.py) or its in-fit mark."""
+    import importlib.util
+    from pathlib import Path
+    csv = tmp_path / "t.csv"
+    csv.write_text(
+        "graph,vertices,arcs,partitioner,metric,parts,value,source,note\n"
+        "ogbn-arxiv,169343,2315598,metis,halo_copies_per_vertex,4,0.44,s,n\n"
+        "ogbn-arxiv,169343,2315598,metis-vol,halo_copies_per_vertex,4,0.38,s,n\n"
+        "ogbn-arxiv,169343,2315598,metis-vol,edge_cut_share,4,0.115,s,n\n")
+    plain, halo, cut = read_targets(csv)
+    assert halo.point() == Point("halo", 4, 0.38, "full", 1.0, "metis-vol")
+    assert cut.point() == Point("cut", 4, 0.115, "full", 1.0, "metis-vol")
+    assert halo.checked_only and cut.checked_only and not plain.checked_only
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fit_twins.py"
+    spec = importlib.util.spec_from_file_location("fit_twins_under_test", path)
+    fit_twins = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit_twins)
+    assert fit_twins.points_for("synth-arxiv", [plain, halo, cut]) == [plain.point()]
+
 def test_surrogate_tracks_metis_on_the_same_twin():
     """The planted-partition surrogate is within a factor 1.5 of METIS (the fit corrects
     the rest) and rises with P."""

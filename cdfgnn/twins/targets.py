@@ -14,6 +14,11 @@ is measured on the twin:
   8 parts, METIS with the volume objective, inductive runs on the training subgraph ->
   a ``("halo", 8)`` point with "metis-vol" whose value is the halo copies per vertex of
   the graph partitioned, ``MB 2^20 / (2 syncs hidden 4 B V_part)`` (:data:`VOLUME_SETTINGS`);
+* ``halo_copies_per_vertex`` and ``edge_cut_share`` (``metis-vol``, from the training logs
+  of Bajaj et al.'s PipeGCN runs: both statistics of one partition, DGL's
+  ``partition_graph(..., objtype='vol')`` on the whole graph) -> ``("halo", P)`` and
+  ``("cut", P)`` with "metis-vol": checks of the twins, never in a fit
+  (:attr:`Target.checked_only`);
 * ``replication_factor`` (``ebv-g0.0``, ``ebv-g0.1``, ``hep``, ``dne``; CDFGNN Table 3):
   vertex-cut RF on 2 hosts x P/2 devices (not a :class:`Point`: measured by the fidelity
   benchmark with the project's partitioners).
@@ -83,8 +88,18 @@ class Target:
     def twin(self) -> str | None:
         return TWIN_OF.get(self.graph)
 
+    @property
+    def checked_only(self) -> bool:
+        """A statistic the twins are checked against but never fitted to: the
+        same-partition pairs of halo copies and cut of the volume objective."""
+        return self.partitioner == "metis-vol"
+
     def point(self, weight: float = 1.0) -> Point | None:
         """The :class:`Point` measuring this statistic on the twin (None: vertex-cut)."""
+        if self.partitioner == "metis-vol" and self.metric in ("halo_copies_per_vertex",
+                                                                "edge_cut_share"):
+            metric = "halo" if self.metric == "halo_copies_per_vertex" else "cut"
+            return Point(metric, self.parts, self.value, "full", weight, "metis-vol")
         if self.metric == "halo_copies_per_vertex":
             return Point("halo", self.parts, self.value, "full", weight, "metis")
         if self.metric == "edge_cut_share":
