@@ -95,6 +95,34 @@ def test_metis_ufactor_loosens_balance():
     assert strict.max() <= np.ceil(1.001 * GRAPH.num_nodes / 8) + 1
 
 
+
+@pytest.mark.parametrize("objective", ["cut", "vol"])
+def test_metis_holds_every_balance_constraint(objective):
+    """n x ncon vertex weights are ncon constraints, each balanced (DGL's
+    balance_ntypes + balance_edges); pymetis alone passes one and would read the array
+    as the first vertices' weights, leaving the degree constraints 1.2-2.5x off."""
+    from cdfgnn.partition.edgecut import metis_node_parts
+    from cdfgnn.twins.measure import dgl_balance_weights
+    g = clustered_graph(blocks=16, size=120, p_in=0.08, p_out=0.003, seed=3)
+    deg = np.diff(g.indptr)
+    # training vertices: the high-degree half of each block, so degree and split correlate
+    train = np.zeros(g.num_nodes, bool)
+    for b in range(16):
+        ids = np.arange(b * 120, (b + 1) * 120)
+        train[ids[np.argsort(-deg[ids])[:60]]] = True
+    w = dgl_balance_weights(g.indptr, train)
+    for p in (2, 4):
+        parts = metis_node_parts(g.indptr, g.indices, p, seed=0, objective=objective,
+                                 vweights=w)
+        assert parts.min() >= 0 and parts.max() < p
+        for col in w.reshape(-1, 4).T:
+            per_part = np.bincount(parts, weights=col, minlength=p)
+            assert per_part.max() <= 1.08 * per_part.mean(), (p, per_part)
+        assert np.array_equal(parts, metis_node_parts(g.indptr, g.indices, p, seed=0,
+                                                      objective=objective, vweights=w))
+    with pytest.raises(CdfgnnError, match="n x ncon"):
+        metis_node_parts(g.indptr, g.indices, 2, seed=0, vweights=w[:-1])
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 300), p=st.integers(1, 16), seed=st.integers(0, 2**32))
 def test_round_robin_is_a_balanced_seeded_deal(n, p, seed):

@@ -14,6 +14,10 @@ CDFGNN (arXiv 2408.00232; METIS appears only in its related work) and docs/archi
       sum over vertices of the number of *other* parts among its neighbours -- the
       halo rows an edge-cut method exchanges. METIS supports it only in k-way mode.
 
+    Vertex weights (``vweights``, ``n x ncon`` vertex-major) give ncon balance
+    constraints; more than one goes through :func:`_kway_constraints`, since pymetis
+    passes only one.
+
     The seed is passed as METIS's ``seed`` option, which makes the result
     deterministic for a given graph, seed and pymetis build. METIS k-way can leave a
     part empty on tiny graphs; each empty part then takes the highest-id vertex of the
@@ -79,14 +83,67 @@ def metis_node_parts(indptr: np.ndarray, indices: np.ndarray, p: int, *, seed: i
     import pymetis
 
     obj = pymetis.ObjType.VOL if objective == "vol" else pymetis.ObjType.CUT
-    opts = pymetis.Options(seed=int(seed), objtype=int(obj))
-    if ufactor is not None:
-        opts.ufactor = int(ufactor)
-    result = pymetis.part_graph(p, pymetis.CSRAdjacency(indptr, indices), recursive=False,
-                                options=opts, vweights=vweights)
-    parts = np.asarray(result.vertex_part, dtype=np.int64)
+    ncon = 1 if vweights is None else len(vweights) // max(n, 1)
+    if vweights is not None and (ncon < 1 or ncon * n != len(vweights)):
+        raise CdfgnnError(f"partitioner 'metis': vweights must hold n x ncon = {n} x ncon "
+                          f"integers, got {len(vweights)}")
+    if ncon > 1:
+        parts = _kway_constraints(indptr, indices, p, np.asarray(vweights), ncon,
+                                  seed=seed, objtype=int(obj), ufactor=ufactor)
+    else:
+        opts = pymetis.Options(seed=int(seed), objtype=int(obj))
+        if ufactor is not None:
+            opts.ufactor = int(ufactor)
+        result = pymetis.part_graph(p, pymetis.CSRAdjacency(indptr, indices), recursive=False,
+                                    options=opts, vweights=vweights)
+        parts = np.asarray(result.vertex_part, dtype=np.int64)
     _fill_empty_parts(parts, p)
     return parts
+
+
+#: METIS_NOPTIONS of METIS 5.1 and 5.2 (the options array's length)
+_METIS_NOPTIONS = 40
+
+
+def _kway_constraints(indptr: np.ndarray, indices: np.ndarray, p: int, vweights: np.ndarray,
+                      ncon: int, *, seed: int, objtype: int, ufactor: int | None) -> np.ndarray:
+    """METIS k-way with ``ncon`` balance constraints (vertex-major ``vweights``).
+
+    ``pymetis.part_graph`` always passes one constraint (``ncon = 1``: pymetis's
+    src/wrapper/wrapper.cpp), so a weight array of ``n x ncon`` would be read as the
+    weights of the first vertices. DGL's ``metis_partition_assignment(balance_ntypes=...,
+    balance_edges=True)`` passes every constraint; this calls the same METIS entry point,
+    ``METIS_PartGraphKway``, from the METIS that pymetis bundles and exports, with the
+    option indices pymetis reads from it (``pymetis._internal.options_indices``)."""
+    import ctypes
+
+    import pymetis._internal as metis_lib
+
+    idx = {32: ctypes.c_int32, 64: ctypes.c_int64}[metis_lib._idx_type_width()]
+    np_idx = np.int32 if idx is ctypes.c_int32 else np.int64
+    lib = ctypes.CDLL(metis_lib.__file__)
+    n = indptr.shape[0] - 1
+    xadj = np.ascontiguousarray(indptr, dtype=np_idx)
+    adjncy = np.ascontiguousarray(indices, dtype=np_idx)
+    vwgt = np.ascontiguousarray(vweights, dtype=np_idx)
+    options = (idx * _METIS_NOPTIONS)()
+    lib.METIS_SetDefaultOptions(options)
+    where = metis_lib.options_indices
+    options[where.OBJTYPE] = objtype
+    options[where.SEED] = int(seed)
+    options[where.NUMBERING] = 0
+    if ufactor is not None:
+        options[where.UFACTOR] = int(ufactor)
+    nvtxs, ncon_c, nparts, edgecut = idx(n), idx(ncon), idx(p), idx(0)
+    part = np.empty(n, dtype=np_idx)
+    ptr = lambda a: a.ctypes.data_as(ctypes.POINTER(idx))  # noqa: E731
+    status = lib.METIS_PartGraphKway(
+        ctypes.byref(nvtxs), ctypes.byref(ncon_c), ptr(xadj), ptr(adjncy), ptr(vwgt), None,
+        None, ctypes.byref(nparts), None, None, options, ctypes.byref(edgecut), ptr(part))
+    if status != 1:                                    # METIS_OK
+        raise CdfgnnError(f"partitioner 'metis': METIS_PartGraphKway with {ncon} balance "
+                          f"constraints failed (status {status})")
+    return part.astype(np.int64)
 
 
 def _fill_empty_parts(parts: np.ndarray, p: int) -> None:
