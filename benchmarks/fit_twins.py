@@ -4,17 +4,16 @@ Reads the published targets (``benchmarks/data/real_partition_stats.csv``) and f
 100,000 vertices (the medium scale, where the twins must match) and on P = 2, 4, 8 only:
 
 * synth-reddit-dgl, synth-products, synth-arxiv: ``reach``, ``decay`` and ``hub_reach``
-  to METIS halo copies per vertex, the statistic halo volumes follow (vertex-balanced
-  METIS, as the twins are partitioned). EmbedPart's edge-cut shares are not fitted: they
-  come from DGL's train- and edge-balanced METIS on real graphs whose training split is
-  by time or by sales rank (the twins' is random), and on ogbn-arxiv they cannot be met
-  together with its halo copies (16.6% of the edges cut at P = 2 with 0.16 halo copies
-  per vertex); they are predictions. Three points leave a ridge of equally good fits:
-  a tie-breaking prior ``PRIOR_WEIGHT (hub_reach - 1)^2`` (reach ∝ degree) picks one;
+  to their six METIS points at P = 2, 4, 8, equally weighted: the halo copies per vertex
+  (vertex-balanced METIS, the statistic halo volumes follow) and EmbedPart's edge-cut
+  shares (METIS with DGL's four balance constraints, training and other vertices and
+  the degree sums of each). Until 2026-11-28 the cuts were left out as unreachable
+  (ogbn-arxiv's 16.6% at P = 2 with 0.16 halo copies per vertex), but that was measured
+  with a METIS that saw one scrambled constraint instead of the four (docs/twins.md);
+  the tie-breaking prior ``PRIOR_WEIGHT (hub_reach - 1)^2`` of the halo-only fit stays;
 * synth-papers100m: the three to its edge-cut shares (its only METIS statistic), the
   same prior;
-* then the *defaults* (every unfitted parameter): the median of the three twins fitted
-  to halo targets;
+* then the *defaults* (every unfitted parameter): the median of those three twins;
 * synth-yelp, synth-amazon: ``reach`` alone to Sylvie's halo volume at P = 8 (their only
   target), ``decay`` and ``hub_reach`` at the defaults.
 
@@ -70,7 +69,7 @@ def points_for(twin: str, targets) -> list:
             continue
         if twin not in VOLUME_ONLY and t.metric == "halo_volume_mb":
             continue
-        if twin in HALO_TWINS and t.metric != "halo_copies_per_vertex":
+        if twin in HALO_TWINS and t.metric not in ("halo_copies_per_vertex", "edge_cut_share"):
             continue
         pts.append(t.point())
     return pts

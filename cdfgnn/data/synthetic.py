@@ -100,11 +100,11 @@ class TwinSpec:
     random_features: bool = False   # Friendster: N(0,1) features, uniform labels
     real_num_nodes: int | None = None
     # locality (generator v3, cdfgnn.data.hierarchy): the only three knobs that move edges
-    # defaults: the median of the three twins fitted to METIS halo copies (reddit-dgl,
-    # products, arxiv), each parameter on its own
-    reach: float = 0.003419         # sigma: reach of an average-degree vertex, share of N
-    decay: float = 1.055            # beta: P(an edge leaves a block of s >= reach) = (s/reach)^-beta
-    hub_reach: float = 1.0          # alpha: reach grows as (theta / d)^alpha
+    # defaults: the median of the three twins fitted to METIS halo copies and cuts
+    # (reddit-dgl, products, arxiv), each parameter on its own
+    reach: float = 0.004012         # sigma: reach of an average-degree vertex, share of N
+    decay: float = 0.9649           # beta: P(an edge leaves a block of s >= reach) = (s/reach)^-beta
+    hub_reach: float = 1.999        # alpha: reach grows as (theta / d)^alpha
     fitted: str = ""                # what the locality was fitted to ("": model defaults)
     min_split_size: int = 0         # fewest vertices of each split (0: the ratios alone)
 
@@ -117,7 +117,8 @@ class TwinSpec:
 # plausible values, not fitted to the real graphs. The locality parameters (reach, decay,
 # hub_reach) are fitted by FIT_COMMAND where a twin's ``fitted`` says so (docs/twins.md);
 # the others keep the model defaults.
-_FIT_HALO = f"{FIT_COMMAND}: METIS halo copies per vertex at P = 2, 4, 8"
+_FIT_HALO = (f"{FIT_COMMAND}: METIS halo copies per vertex and EmbedPart's edge-cut "
+             "shares (four balance constraints) at P = 2, 4, 8")
 #: Yelp and AmazonProducts: ``reach`` alone (decay and hub_reach at the defaults) to
 #: Sylvie's halo volume at P = 8 (arXiv 2303.01277, Table 3), their only target
 _FIT_VOLUME = f"{FIT_COMMAND}: reach alone, to Sylvie's Table 3 halo volume at P = 8"
@@ -125,34 +126,34 @@ TWINS: dict[str, TwinSpec] = {s.name: s for s in [
     # GraphSAINT's copy has no METIS target: DGL's copy's locality (the same vertices)
     TwinSpec("synth-reddit", "reddit", 602, 41, 99.65, 2.3, (0.66, 0.10, 0.24),
              homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
-             real_num_nodes=232_965, reach=0.003419, decay=1.055, hub_reach=1.0,
+             real_num_nodes=232_965, reach=0.004012, decay=0.8031, hub_reach=2.193,
              fitted="synth-reddit-dgl's parameters (no METIS target for this copy)"),
     # DGL's RedditDataset (the copy the peers' code loads): 114,615,892 arcs, 492.0 per
     # vertex, the same vertices, features, classes and split as GraphSAINT's copy
     TwinSpec("synth-reddit-dgl", "reddit", 602, 41, 491.99, 2.3, (0.66, 0.10, 0.24),
              homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
-             real_num_nodes=232_965, reach=0.003419, decay=1.055, hub_reach=1.0,
-             fitted=_FIT_HALO + " of DGL's Reddit (610 s CPU)"),
+             real_num_nodes=232_965, reach=0.004012, decay=0.8031, hub_reach=2.193,
+             fitted=_FIT_HALO + " of DGL's Reddit (841 s CPU)"),
     TwinSpec("synth-products", "ogbn-products", 100, 47, 50.52, 2.3, (0.0803, 0.0161, 0.9036),
              homophily=0.80, feature_snr=3.0, class_skew=1.0, label_noise=0.2,
-             real_num_nodes=2_449_029, reach=0.0006137, decay=0.7777, hub_reach=0.738,
-             fitted=_FIT_HALO + " of ogbn-products (346 s CPU)"),
+             real_num_nodes=2_449_029, reach=0.002385, decay=0.9649, hub_reach=0.9413,
+             fitted=_FIT_HALO + " of ogbn-products (463 s CPU)"),
     TwinSpec("synth-arxiv", "ogbn-arxiv", 128, 40, 13.77, 2.6, (0.537, 0.176, 0.287),
              homophily=0.65, feature_snr=3.0, class_skew=0.8, label_noise=0.2,
-             real_num_nodes=169_343, reach=0.02436, decay=1.589, hub_reach=1.275,
-             fitted=_FIT_HALO + " of ogbn-arxiv (379 s CPU)"),
+             real_num_nodes=169_343, reach=0.01549, decay=1.201, hub_reach=1.999,
+             fitted=_FIT_HALO + " of ogbn-arxiv (437 s CPU)"),
     TwinSpec("synth-yelp", "yelp", 300, 100, 19.47, 2.4, (0.75, 0.10, 0.15),
              homophily=0.65, feature_snr=1.5, multilabel=True, num_blocks=25,
              labels_per_block=6, p_hi=0.8, p_lo=0.01, label_snr=3.0, real_num_nodes=716_847,
-             reach=0.002882, decay=1.055, hub_reach=1.0,
-             fitted=_FIT_VOLUME + " of Yelp (75 s CPU)"),
+             reach=0.002061, decay=0.9649, hub_reach=1.999,
+             fitted=_FIT_VOLUME + " of Yelp (61 s CPU)"),
     TwinSpec("synth-amazon", "amazon-products", 200, 107, 168.4, 2.3, (0.80, 0.05, 0.15),
              homophily=0.7, feature_snr=2.0, multilabel=True, num_blocks=30,
              labels_per_block=5, p_hi=0.8, p_lo=0.01, label_snr=4.0, real_num_nodes=1_569_960,
-             # every reach below degree / N (0.00168 at 100,000 vertices) gives each vertex
-             # its smallest window, its own degree: the same graph, 1.51x the target volume
-             reach=0.0009796, decay=1.055, hub_reach=1.0,
-             fitted=_FIT_VOLUME + " of AmazonProducts, saturated at 1.51x (175 s CPU)"),
+             # reach below degree / N (0.00168 at 100,000 vertices) leaves most vertices
+             # at their smallest window, their own degree: the volume stays 1.46x the target
+             reach=0.001476, decay=0.9649, hub_reach=1.999,
+             fitted=_FIT_VOLUME + " of AmazonProducts, saturated at 1.46x (116 s CPU)"),
     TwinSpec("synth-flickr", "flickr", 500, 7, 10.08, 2.5, (0.50, 0.25, 0.25),
              homophily=0.35, feature_snr=3.5, class_skew=0.9, label_noise=0.35,
              real_num_nodes=89_250),
