@@ -124,7 +124,7 @@ def main() -> None:
 
 
 def _defaults(fitted: dict[str, dict]) -> dict[str, float]:
-    """Median of the halo-fitted twins' parameters: fitted in this run, else as recorded
+    """Median of the METIS-fitted twins' parameters: fitted in this run, else as recorded
     in TWINS (the spec defaults while none is fitted)."""
     have = [fitted.get(t) or {k: getattr(TWINS[t], k) for k in LOCALITY_PARAMS}
             for t in HALO_TWINS if t in fitted or TWINS[t].fitted]
