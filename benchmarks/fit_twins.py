@@ -44,35 +44,14 @@ sys.path.insert(0, str(ROOT))
 
 from cdfgnn.data.synthetic import LOCALITY_PARAMS, TWINS  # noqa: E402
 from cdfgnn.twins.fit import fit_locality  # noqa: E402
-from cdfgnn.twins.targets import read_targets  # noqa: E402
+from cdfgnn.twins.targets import (CUT_ONLY, FIT_PARTS, HALO_TWINS, VOLUME_ONLY,  # noqa: E402
+                                  fit_targets, read_targets)
 
 DEFAULT_TARGETS = ROOT / "benchmarks" / "data" / "real_partition_stats.csv"
-FIT_PARTS = (2, 4, 8)
 FIT_NODES = 100_000
 #: tie-breaker toward hub_reach = 1 (a 0.5 deviation costs as much as a 3% miss on a point)
 PRIOR_WEIGHT = 0.004
-#: fitted to METIS halo (and cut) targets: their median gives the defaults
-HALO_TWINS = ("synth-reddit-dgl", "synth-products", "synth-arxiv")
-CUT_ONLY = ("synth-papers100m",)
-VOLUME_ONLY = ("synth-yelp", "synth-amazon")
 ORDER = HALO_TWINS + CUT_ONLY + VOLUME_ONLY
-
-
-def points_for(twin: str, targets) -> list:
-    """The fit's points of one twin (module docstring)."""
-    pts = []
-    for t in targets:
-        if (t.twin != twin or t.parts not in FIT_PARTS or t.metric == "replication_factor"
-                or t.checked_only):
-            continue
-        if twin in VOLUME_ONLY and t.metric != "halo_volume_mb":
-            continue
-        if twin not in VOLUME_ONLY and t.metric == "halo_volume_mb":
-            continue
-        if twin in HALO_TWINS and t.metric not in ("halo_copies_per_vertex", "edge_cut_share"):
-            continue
-        pts.append(t.point())
-    return pts
 
 
 def main() -> None:
@@ -94,7 +73,7 @@ def main() -> None:
             free = ("reach",)
         else:
             free = LOCALITY_PARAMS
-        pts = points_for(name, targets)
+        pts = [t.point() for t in fit_targets(name, targets)]
         if not pts:
             print(f"{name}: no target at P = {FIT_PARTS}; not fitted", flush=True)
             continue

@@ -63,24 +63,12 @@ from cdfgnn.partition.api import partition_graph  # noqa: E402
 from cdfgnn.partition.base import Topology  # noqa: E402
 from cdfgnn.partition.stats import partition_stats  # noqa: E402
 from cdfgnn.twins.measure import metis_counts, metis_values, part_sends, send_skew  # noqa: E402
-from cdfgnn.twins.targets import (TWIN_OF, VERTEX_CUT, read_part_sends,  # noqa: E402
-                                  read_targets, volume_factor)
+from cdfgnn.twins.targets import (TWIN_OF, VERTEX_CUT, fit_targets,  # noqa: E402
+                                  read_part_sends, read_targets, volume_factor)
 
 DEFAULT_TARGETS = ROOT / "benchmarks" / "data" / "real_partition_stats.csv"
 DEFAULT_PARTS = ROOT / "benchmarks" / "data" / "real_partition_parts.csv"
 DEFAULT_CACHE = ROOT / "results" / "twins" / "fidelity"
-#: P values each twin's own locality fit uses (benchmarks/fit_twins.py); a twin whose
-#: parameters are not (yet) fitted to its own graph's targets (``TwinSpec.fitted`` does not
-#: name FIT_COMMAND) saw none: all its points are predictions (:func:`fit_parts`)
-FIT_PARTS = {"synth-reddit-dgl": (2, 4, 8), "synth-products": (2, 4, 8),
-             "synth-arxiv": (2, 4, 8), "synth-papers100m": (2, 4, 8),
-             "synth-yelp": (8,), "synth-amazon": (8,)}
-#: statistics each fit's objective held (metric, P)
-IN_FIT = {"synth-reddit-dgl": {"halo_copies_per_vertex", "edge_cut_share"},
-          "synth-products": {"halo_copies_per_vertex", "edge_cut_share"},
-          "synth-arxiv": {"halo_copies_per_vertex", "edge_cut_share"},
-          "synth-papers100m": {"edge_cut_share"},
-          "synth-yelp": {"halo_volume_mb"}, "synth-amazon": {"halo_volume_mb"}}
 BAND = 0.25
 #: a statistic's cache key names its partitioner's version where that changed: "metis-dgl"
 #: became 2 when its four balance constraints reached METIS (2026-11-28; pymetis passes
@@ -88,9 +76,12 @@ BAND = 0.25
 MEASURE_VERSION = {"metis-dgl": 2}
 
 
-def fit_parts(name: str) -> tuple[int, ...]:
-    """The P values ``name``'s recorded parameters were fitted on (none if unfitted)."""
-    return FIT_PARTS.get(name, ()) if TWINS[name].fitted.startswith(FIT_COMMAND) else ()
+def fitted_targets(name: str, targets) -> set:
+    """The targets ``name``'s own locality fit held (:func:`fit_targets`); none for a twin
+    whose parameters are not (yet) fitted to its graph (``TwinSpec.fitted`` does not name
+    FIT_COMMAND): all its points are predictions."""
+    return set(fit_targets(name, targets)) if TWINS[name].fitted.startswith(FIT_COMMAND) \
+        else set()
 
 
 class Twin:
@@ -179,10 +170,11 @@ def main() -> None:
         by_twin.setdefault(t.twin, []).append(t)
     for name, ts in by_twin.items():
         twin = Twin(name, args.nodes, Path(args.cache))
+        held = fitted_targets(name, ts)
         for t in sorted(ts, key=lambda t: (t.metric, t.partitioner, t.parts)):
             got = twin.value(t)
-            fit_p = t.parts in fit_parts(name)
-            in_fit = fit_p and t.metric in IN_FIT.get(name, set()) and not t.checked_only
+            fit_p = t.parts in {h.parts for h in held}
+            in_fit = t in held
             ratio = got / t.value
             rows.append((name, ratio, fit_p))
             pt = t.point()

@@ -100,10 +100,10 @@ def test_targets_file_rows_and_volume_conversion(tmp_path):
 def test_volume_objective_pairs_are_checks_on_the_whole_graph_never_fitted(tmp_path):
     """Bajaj et al.'s logs give the halo copies and the cut of one METIS-vol partition:
     both are measured on the twin with the volume objective on the whole graph, and
-    neither enters a twin's fit (benchmarks/fit_twins.py) or its in-fit mark; the halo
-    twins' fit takes the METIS halo copies and EmbedPart's cuts at P = 2, 4, 8."""
-    import importlib.util
-    from pathlib import Path
+    neither enters a twin's fit (fit_targets, used by benchmarks/fit_twins.py and the
+    fidelity table's in-fit mark); the halo twins' fit takes the METIS halo copies and
+    EmbedPart's cuts at P = 2, 4, 8."""
+    from cdfgnn.twins.targets import fit_targets
     csv = tmp_path / "t.csv"
     csv.write_text(
         "graph,vertices,arcs,partitioner,metric,parts,value,source,note\n"
@@ -116,12 +116,9 @@ def test_volume_objective_pairs_are_checks_on_the_whole_graph_never_fitted(tmp_p
     assert halo.point() == Point("halo", 4, 0.38, "full", 1.0, "metis-vol")
     assert cut.point() == Point("cut", 4, 0.115, "full", 1.0, "metis-vol")
     assert halo.checked_only and cut.checked_only and not plain.checked_only
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fit_twins.py"
-    spec = importlib.util.spec_from_file_location("fit_twins_under_test", path)
-    fit_twins = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit_twins)
     # the halo twins fit both METIS statistics at P = 2, 4, 8, never the volume checks
-    assert fit_twins.points_for("synth-arxiv", [plain, halo, cut, embedpart, embedpart16]) \
+    assert [t.point() for t in fit_targets("synth-arxiv", [plain, halo, cut, embedpart,
+                                                           embedpart16])] \
         == [plain.point(), embedpart.point()]
 
 def test_surrogate_tracks_metis_on_the_same_twin():

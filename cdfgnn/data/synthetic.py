@@ -122,17 +122,20 @@ _FIT_HALO = (f"{FIT_COMMAND}: METIS halo copies per vertex and EmbedPart's edge-
 #: Yelp and AmazonProducts: ``reach`` alone (decay and hub_reach at the defaults) to
 #: Sylvie's halo volume at P = 8 (arXiv 2303.01277, Table 3), their only target
 _FIT_VOLUME = f"{FIT_COMMAND}: reach alone, to Sylvie's Table 3 halo volume at P = 8"
+#: DGL's Reddit's fitted locality; GraphSAINT's copy (the same vertices, no METIS target)
+#: takes it too
+_REDDIT_LOCALITY = dict(reach=0.004012, decay=0.8031, hub_reach=2.193)
 TWINS: dict[str, TwinSpec] = {s.name: s for s in [
     # GraphSAINT's copy has no METIS target: DGL's copy's locality (the same vertices)
     TwinSpec("synth-reddit", "reddit", 602, 41, 99.65, 2.3, (0.66, 0.10, 0.24),
              homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
-             real_num_nodes=232_965, reach=0.004012, decay=0.8031, hub_reach=2.193,
+             real_num_nodes=232_965, **_REDDIT_LOCALITY,
              fitted="synth-reddit-dgl's parameters (no METIS target for this copy)"),
     # DGL's RedditDataset (the copy the peers' code loads): 114,615,892 arcs, 492.0 per
     # vertex, the same vertices, features, classes and split as GraphSAINT's copy
     TwinSpec("synth-reddit-dgl", "reddit", 602, 41, 491.99, 2.3, (0.66, 0.10, 0.24),
              homophily=0.75, feature_snr=3.5, class_skew=0.7, label_noise=0.05,
-             real_num_nodes=232_965, reach=0.004012, decay=0.8031, hub_reach=2.193,
+             real_num_nodes=232_965, **_REDDIT_LOCALITY,
              fitted=_FIT_HALO + " of DGL's Reddit (841 s CPU)"),
     TwinSpec("synth-products", "ogbn-products", 100, 47, 50.52, 2.3, (0.0803, 0.0161, 0.9036),
              homophily=0.80, feature_snr=3.0, class_skew=1.0, label_noise=0.2,

@@ -111,6 +111,25 @@ class Target:
         return None
 
 
+#: the twins a locality fit covers (benchmarks/fit_twins.py), always at P = 2, 4, 8 of
+#: their own graph: METIS halo copies and EmbedPart's cuts (the halo twins, whose median
+#: gives the defaults; papers100M has cuts alone), or Sylvie's halo volume where that is
+#: the only target
+FIT_PARTS = (2, 4, 8)
+HALO_TWINS = ("synth-reddit-dgl", "synth-products", "synth-arxiv")
+CUT_ONLY = ("synth-papers100m",)
+VOLUME_ONLY = ("synth-yelp", "synth-amazon")
+FIT_METRICS = ("halo_copies_per_vertex", "edge_cut_share")
+
+
+def fit_targets(twin: str, targets) -> list[Target]:
+    """The targets ``twin``'s locality fit holds: its volume for a twin of
+    :data:`VOLUME_ONLY`, else its METIS halo copies and cuts (never vertex-cut
+    statistics, never the checks of :attr:`Target.checked_only`)."""
+    metrics = ("halo_volume_mb",) if twin in VOLUME_ONLY else FIT_METRICS
+    return [t for t in targets if t.twin == twin and t.parts in FIT_PARTS
+            and t.metric in metrics and not t.checked_only]
+
 def volume_factor(graph: str) -> float:
     """Halo copies per vertex of the graph partitioned, per published MB."""
     s = VOLUME_SETTINGS[graph]
