@@ -249,9 +249,14 @@ SYSTEM_HELP = ("a known system, or 'order=aggregate-first' / 'order=transform-fi
 
 
 def system_of(text: str) -> System:
-    """A known system, or one named by its layer order (``order=...`` tokens)."""
-    if text in SYSTEMS:
-        return SYSTEMS[text]
+    """A known system (any case; ``bns-gcn p=<rate>`` at any boundary rate), or one named
+    by its layer order (``order=...`` tokens)."""
+    known = {name.lower(): system for name, system in SYSTEMS.items()}
+    if text.strip().lower() in known:
+        return known[text.strip().lower()]
+    bns = re.fullmatch(r"bns-gcn\s+p\s*=\s*([0-9.]+)", text.strip().lower())
+    if bns and 0.0 < float(bns.group(1)) <= 1.0:
+        return dataclasses.replace(SYSTEMS["bns-gcn p=0.1"], boundary_rate=float(bns.group(1)))
     tokens = dict(t.partition("=")[::2] for t in text.replace(",", " ").split())
     order = tokens.get("order")
     if order not in ("aggregate-first", "transform-first", "narrower-first"):
@@ -287,6 +292,7 @@ class Dataset:
 
 _CAPGNN_TABLE = "songxf1024/CaPGNN README dataset table (|V|, |E|, f_dim, classes)"
 _DGL_CITATION = "dmlc/dgl python/dgl/data/citation_graph.py docstring statistics"
+_CDFGNN_TABLE = "CDFGNN (arXiv 2408.00232) Table 1 (|V|, |E|, features, classes)"
 DATASETS: dict[str, Dataset] = {
     # DGL's RedditDataset (the peers' loader), 114.6M arcs: ~492 per vertex (its twin is
     # synth-reddit-dgl; synth-reddit mirrors GraphSAINT's copy, 99.65 per vertex)
@@ -301,11 +307,36 @@ DATASETS: dict[str, Dataset] = {
     # OGB ogbn-arxiv symmetrised (1,166,243 citations both ways), as the peers load it
     "ogbn-arxiv": Dataset("synth-arxiv", 169_343, 2_315_598, 128, 40,
                           "OGB ogbn-arxiv statistics (169,343 nodes, 1,166,243 edges)"),
+    # OGB ogbn-papers100M symmetrised (1,615,685,872 citations both ways; OGB's 128-wide
+    # features, where CDFGNN's Table 1 prints 200) and Friendster (random 64-wide
+    # features and 32 classes, as CDFGNN generates them): average degrees 29.10 and
+    # 55.06, their twins' own
+    "ogbn-papers100m": Dataset("synth-papers100m", 111_059_956, 2 * 1_615_685_872, 128, 172,
+                               "OGB ogbn-papers100M statistics (111,059,956 nodes, "
+                               "1,615,685,872 edges, 128 features, 172 classes)"),
+    "friendster": Dataset("synth-friendster", 65_608_366, 2 * 1_806_067_135, 64, 32,
+                          _CDFGNN_TABLE),
     # no twin: partitioned only where published halo statistics exist (pubmed)
     "cora": Dataset("", 2_708, 10_556, 1_433, 7, _DGL_CITATION),
     "citeseer": Dataset("", 3_327, 9_228, 3_703, 6, _DGL_CITATION),
     "pubmed": Dataset("", 19_717, 88_651, 500, 3, _DGL_CITATION),
 }
+
+
+#: other names papers and logs give these datasets (read lower-case, ``_`` as ``-``)
+DATASET_ALIASES = {"products": "ogbn-products", "arxiv": "ogbn-arxiv",
+                   "papers100m": "ogbn-papers100m", "amazon": "amazon-products",
+                   "amazonproducts": "amazon-products", "friend": "friendster",
+                   "com-friendster": "friendster"}
+
+
+def dataset_key(text: str) -> str:
+    """The :data:`DATASETS` key a written dataset name stands for (``Reddit``,
+    ``ogbn-papers100M``, ``AmazonProducts``); any other text unchanged, so that a row
+    naming a dataset without statistics is skipped naming what it wrote."""
+    name = text.strip().lower().replace("_", "-")
+    name = DATASET_ALIASES.get(name, name)
+    return name if name in DATASETS else text
 
 
 # ----------------------------------------------------------------------------- rows
@@ -353,10 +384,11 @@ def _heads(rec: dict) -> int:
 def epoch_row(file: str, line: int, rec: dict) -> Row:
     """A distributed (or one-GPU, or copy) row of published_epochs*.csv; Skip if it
     cannot be priced."""
-    model = _text(rec, "model")
+    model = _text(rec, "model").lower()
     if model not in MODELS and model not in COPY_MODELS:
-        raise Skip("model", model, f"known: {', '.join([*MODELS, *COPY_MODELS])}")
-    backend = _text(rec, "backend")
+        raise Skip("model", _text(rec, "model"),
+                   f"known: {', '.join([*MODELS, *COPY_MODELS])}")
+    backend = _text(rec, "backend").lower()
     if backend not in ("gloo", "nccl"):
         raise Skip("backend", backend, "known: gloo, nccl")
     ints = {c: int(_num(rec, c, int)) for c in ("layers", "hidden", "gpus", "hosts")}
@@ -389,8 +421,8 @@ def epoch_row(file: str, line: int, rec: dict) -> Row:
     if with_reduce:
         published["communication"] = epoch - compute   # exchange wait + all-reduce
     return Row(file, line, _text(rec, "source"), _text(rec, "gpu_type"), published,
-               {**ints, "system": _text(rec, "system"), "dataset": _text(rec, "dataset"),
-                "comm_with_reduce": with_reduce,
+               {**ints, "system": _text(rec, "system"),
+                "dataset": dataset_key(_text(rec, "dataset")), "comm_with_reduce": with_reduce,
                 "model": model, "heads": int(heads), "linear": _linear_layers(rec),
                 "interconnect": _text(rec, "interconnect"), "backend": backend,
                 "regime": regime, "compute_def": _text(rec, "compute_def"),
@@ -413,9 +445,9 @@ def _pipelined(system: str) -> bool:
 
 
 def single_row(file: str, line: int, rec: dict) -> Row:
-    model = _text(rec, "model")
+    model = _text(rec, "model").lower()
     if model not in MODELS:
-        raise Skip("model", model, f"known: {', '.join(MODELS)}")
+        raise Skip("model", _text(rec, "model"), f"known: {', '.join(MODELS)}")
     ints = {c: int(_num(rec, c, int)) for c in ("vertices", "arcs", "features", "classes",
                                                    "layers", "hidden")}
     ints["heads"] = int(_num(rec, "heads", int, optional=True) or 1)
@@ -424,8 +456,8 @@ def single_row(file: str, line: int, rec: dict) -> Row:
                    "must be >= 1")
     return Row(file, line, _text(rec, "source"), _text(rec, "card"),
                {"single-GPU epoch": _num(rec, "epoch_s", positive=True)},
-               {**ints, "system": _text(rec, "system"), "dataset": _text(rec, "dataset"),
-                "model": model})
+               {**ints, "system": _text(rec, "system"),
+                "dataset": dataset_key(_text(rec, "dataset")), "model": model})
 
 
 def kernel_row(file: str, line: int, rec: dict) -> Row:

@@ -42,7 +42,11 @@ def test_capgnn_device_profiles_follow_the_same_names():
                                         ("Tesla V100-SXM2-16GB", "v100"), ("H200", "h200"),
                                         ("GTX 1660 Ti", "gtx1660ti"), ("A100 80GB", "a100-80"),
                                         ("RTX 2060 SUPER", "rtx2060-super"),
-                                        ("RTX 2080 Ti", "rtx2080ti"), ("Tesla T4", "t4")])
+                                        ("RTX 2080 Ti", "rtx2080ti"), ("Tesla T4", "t4"),
+                                        # the product line dropped, as papers often write
+                                        ("A6000", "rtx-a6000"), ("2080Ti", "rtx2080ti"),
+                                        ("1080 Ti", "gtx1080ti"), ("NVIDIA A10", "a10"),
+                                        ("TITAN Xp", "titan-xp"), ("Tesla P40", "p40")])
 def test_cards_as_papers_write_them(text, name):
     assert card_profile(text).name == name
 
@@ -52,6 +56,20 @@ def test_unknown_or_ambiguous_card_is_one_line():
         card_profile("A100")
     with pytest.raises(CdfgnnError, match="no profile"):
         card_profile("Voodoo 5")
+    # a card whose name starts another's is not ambiguous with it (the A10 is not an
+    # A100: it used to be refused as "ambiguous: a100-40, a100-80"); L40 is not the L40S
+    with pytest.raises(CdfgnnError, match="no profile"):
+        card_profile("L40")
+
+
+def test_every_profile_is_self_consistent():
+    """FP64 at most FP32, TF32 at least FP32, and a source for every group of figures."""
+    from cdfgnn.pricing.hardware import registered
+    for name, gpu in registered().items():
+        assert 0 < gpu.fp64_tflops <= gpu.fp64_tensor_tflops <= gpu.tf32_tflops, name
+        assert gpu.fp32_tflops <= gpu.tf32_tflops, name
+        assert gpu.mem_bw_gbps > 0 and gpu.l2_mb > 0 and gpu.host_link_gbps > 0, name
+        assert {"compute", "memory", "l2", "host_link", "peer_link"} <= set(gpu.sources), name
 
 
 # ------------------------------------------------------------------ interconnects

@@ -118,19 +118,52 @@ def test_unpriceable_rows_are_skipped_with_field_and_value(tmp_path, capsys, mon
             dict(ROW, source="test/c row", gpu_type="RTX 9999"),
             dict(ROW, source="test/d row", interconnect="PCIe 4.0 + carrier pigeon"),
             dict(ROW, source="test/e row", system="somebody's code"),
-            dict(ROW, source="test/f row", dataset="friendster")]
+            dict(ROW, source="test/f row", dataset="it-2004")]
     path = _write(tmp_path / "held.csv", rows)
     assert tm.main(["--published", str(path), "--frozen"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     skipped = [line for line in out if line.startswith("skipped")]
     for field, value in (("epoch_s", "'fast'"), ("gpu_type", "'RTX 9999'"),
                          ("interconnect", "carrier pigeon"), ("system", "somebody's code"),
-                         ("dataset", "'friendster'")):
+                         ("dataset", "'it-2004'")):
         assert sum(field in line and value in line for line in skipped) == 1, (field, skipped)
     assert len(skipped) == 5
     assert re.fullmatch(r"held-out epoch by repository test/a\.csv: 1 rows, median ratio "
                         r"\d+\.\d{3}, within 2x: \d+%", out[-2])
     assert re.fullmatch(r"held-out: 1 rows, median ratio \d+\.\d{3}, within 2x: \d+%", out[-1])
+
+
+def test_names_are_read_as_papers_write_them():
+    """A dataset, model or backend written as a paper or log writes it prices as the
+    canonical name; a dataset without statistics is still skipped naming what it wrote."""
+    canonical = _prep(dataset="ogbn-papers100m", model="graphsage", backend="nccl",
+                      regime="transductive")
+    written = _prep(dataset="ogbn-papers100M", model="GraphSAGE", backend="NCCL",
+                    regime="transductive")
+    assert written.row.fields["dataset"] == "ogbn-papers100m"
+    eff = tm_eff()
+    assert written.predict(eff) == canonical.predict(eff)
+    for text, key in (("Reddit", "reddit"), ("Products", "ogbn-products"),
+                      ("AmazonProducts", "amazon-products"), ("amazon_products",
+                                                              "amazon-products"),
+                      ("papers100M", "ogbn-papers100m"), ("Friendster", "friendster"),
+                      ("PubMed", "pubmed"), ("synth-reddit", "synth-reddit")):
+        assert tm.dataset_key(text) == key, text
+    with pytest.raises(tm.Skip, match="'IT-2004'"):
+        _prep(dataset="IT-2004")
+    with pytest.raises(tm.Skip, match="'GIN'"):
+        _row(model="GIN")
+    # systems: any case, and BNS-GCN at the boundary rate its name gives
+    assert tm.system_of("PipeGCN") == tm.SYSTEMS["pipegcn"]
+    assert tm.system_of("BNS-GCN p=0.01").boundary_rate == 0.01
+    assert tm.system_of("bns-gcn p=0.1") == tm.SYSTEMS["bns-gcn p=0.1"]
+    with pytest.raises(tm.Skip, match="bns-gcn p=2"):
+        tm.system_of("bns-gcn p=2")
+
+
+def tm_eff():
+    from cdfgnn.pricing.efficiency import load_efficiency
+    return load_efficiency()
 
 
 def test_comm_zero_is_a_value():

@@ -215,10 +215,15 @@ def card_profile(text: str) -> GpuProfile:
     mem = re.search(r"(\d+)\s*g(?:b|ib)\b", low)
     base = _card_key(re.sub(r"(\d+)\s*g(?:b|ib)\b", " ", low))
     by_key = {_card_key(name): name for name in registered()}
-    for key in ([base + mem.group(1)] if mem else []) + [base]:
-        if key in by_key:
-            return registered()[by_key[key]]
-    close = sorted(name for k, name in by_key.items() if base and k.startswith(base))
+    # papers often drop the product line: "A6000" (RTX A6000), "3090", "1080 Ti"
+    for line in ("", "rtx", "gtx"):
+        for key in ([line + base + mem.group(1)] if mem else []) + [line + base]:
+            if key in by_key:
+                return registered()[by_key[key]]
+    # ambiguous: profiles that differ only by a memory size ("a100" -> a100-40, a100-80;
+    # "a10" is another card, not an A100)
+    close = sorted(name for name in registered()
+                   if base and _card_key(re.sub(r"-\d+$", "", name)) == base)
     if close:
         raise CdfgnnError(f"card {text!r} is ambiguous: {', '.join(close)} (write the "
                           f"memory size)")
