@@ -41,3 +41,19 @@ def test_with_twins_needs_graphs(monkeypatch):
     with pytest.raises(SystemExit) as exc:
         bench.main()
     assert exc.value.code == 2
+
+
+def test_outer_share_over_chance():
+    """1 where every mirror is on another host (one device per host) and for host-blind
+    shares; below 1 where mirrors keep to their host."""
+    bench = _load()
+    from cdfgnn.data.importers import read_any_graph
+    from cdfgnn.partition.api import partition_graph
+    from cdfgnn.partition.base import Topology
+    from cdfgnn.partition.stats import partition_stats
+    g = read_any_graph(FIXTURE)
+    one_each = partition_stats(g, partition_graph(g, "ebv", Topology(4, 1), seed=0))
+    assert bench.chance_share(one_each) == pytest.approx(1.0, abs=1e-12)
+    base = {"num_parts": 4, "devices_per_host": 2}
+    assert bench.chance_share({**base, "outer_sum": 2, "inner_sum": 1}) == pytest.approx(1.0)
+    assert bench.chance_share({**base, "outer_sum": 1, "inner_sum": 2}) == pytest.approx(0.5)
