@@ -10,9 +10,10 @@ then the mean change over the configurations (target: a cut of at least 10%, i.e
 <= -10%; the paper reports 31.08% on the real graphs). Each line also gives Outer's share
 of the sync messages over chance (``chance_share``: 1 where mirrors sit on hosts as if
 drawn at random) for gamma = 0 and gamma; Table 3's gamma = 0 rows give 0.834-0.857 on
-all four graphs (from its maxima, which its balanced EBV rows make the means). ``--topologies`` replaces each
-twin's configuration by a list (e.g. ``2x2 2x4 2x8``); ``--keep F`` first keeps a random
-share F of the twin's edges; ``--scale-balance S`` multiplies alpha and beta by S.
+all four graphs (from its maxima, which its balanced EBV rows make the means).
+``--topologies`` replaces each twin's configuration by a list (e.g. ``2x2 2x4 2x8``);
+``--keep F`` first keeps a random share F of the twin's edges; ``--scale-balance S``
+multiplies alpha and beta by S.
 
 ``--graphs FILE ...`` runs on graph files instead (any format ``cdfgnn prepare --from``
 reads; default topologies 2x2 2x4 2x8), and ``--with-twins`` also on each file's fitted
