@@ -17,7 +17,9 @@ R the median of predicted / published seconds):
   one-GPU rows of ``published_epochs.csv`` not in it);
 * ``compute``: the source's own time outside communication (``compute_s``), compared
   as the source defines it (the first word of ``compute_def``, :data:`COMPUTE_DEFS`):
-  ``epoch-minus-comm-reduce`` with the mean over ranks of the priced compute,
+  ``epoch-minus-comm-reduce`` with the mean over ranks of the priced compute (for the
+  PipeGCN lineage, whose all-reduce timer holds the GPU tail of layer 0's backward, less
+  that tail, which joins the all-reduce: :data:`_PEER`),
   ``epoch-minus-comm`` with that and the all-reduce, ``forward-backward`` with the layers'
   priced forward and backward, ``aggregation-only`` with the priced SpMMs;
 * ``communication``: the published halo-exchange seconds (``comm_s``), compared with the
@@ -195,6 +197,8 @@ class System:
     inductive: frozenset = frozenset()
     sage_order: str = ""                 # inside a GraphSAGE layer ("": as ``order``)
     gat_kernels: str = "fused"           # GAT aggregation (estimate.GAT_KERNELS)
+    #: its all-reduce timer holds the GPU tail of layer 0's backward (:data:`_PEER`)
+    first_backward_in_reduce: bool = False
 
     def layer_order(self, kind: str) -> str:
         """The order inside a layer of model ``kind`` (``gcn``, ``sage``, ``gat``)."""
@@ -208,9 +212,19 @@ class System:
 # scripts/*_full.sh: --inductive for reddit, yelp and amazon. GraphSAGELayer
 # (module/layer.py) always aggregates at its input width, then applies its Linear, so
 # its order is aggregate-first whatever the widths (zxmeng98/Sylvie@72572f6,
-# GATECH-EIC/BNS-GCN and GATECH-EIC/PipeGCN share the layer)
+# GATECH-EIC/BNS-GCN and GATECH-EIC/PipeGCN share the layer).
+# Its timers (Sylvie's and PipeGCN's helper/feature_buffer.py, train.py and
+# helper/reducer.py; Bajaj et al.'s PipeGCN_GAT_GCN copy): the halo exchange of layer
+# i >= 1 and its gradient hook call torch.cuda.current_stream().synchronize() before
+# their comm timer starts, so the GPU work queued before them is compute; layer 0's
+# input needs no gradient and has no hook, so nothing waits for layer 0's backward
+# until the all-reduce threads copy its weight gradients to the host, inside
+# reducer.synchronize(), which the reduce timer measures. The compute such a source
+# publishes (epoch - comm - reduce) therefore leaves out the GPU time of layer 0's
+# backward beyond the host's time to launch it (:meth:`Prepared.first_backward_tail`).
 _PEER = System("narrower-first", "input", sage_order="aggregate-first", layernorm=True,
-               static_first=True, inductive=frozenset({"reddit", "yelp", "amazon-products"}))
+               static_first=True, inductive=frozenset({"reddit", "yelp", "amazon-products"}),
+               first_backward_in_reduce=True)
 SYSTEMS: dict[str, System] = {
     "exact (Sylvie code fp32)": _PEER,
     "pipegcn": dataclasses.replace(_PEER, pipeline=True),
@@ -698,6 +712,7 @@ class Prepared:
     topology: object = None
     kernel: tuple | None = None       # (kind, fields, gpu, column locality) of a kernel row
     note: str = ""
+    first_backward_in_reduce: bool = False   # its System's flag
 
     def cluster(self, eff):
         from cdfgnn.pricing.cluster import Cluster
@@ -716,6 +731,9 @@ class Prepared:
             return {"single-GPU epoch": m["epoch_s"]}
         compute = float(np.mean(m["compute_s"]))
         reduce = float(np.mean(m["reduce_s"]))
+        if self.first_backward_in_reduce:     # as the source's timers split them
+            tail = self.first_backward_tail(eff)
+            compute, reduce = compute - tail, reduce + tail
         out = {"epoch": m["epoch_s"]}
         if "compute" in want:
             kind = compute_kind(self.row.fields["compute_def"])
@@ -725,6 +743,22 @@ class Prepared:
             paid = compute if self.row.fields["comm_with_reduce"] else compute + reduce
             out["communication"] = max(m["epoch_s"] - paid, 0.0)
         return out
+
+    def first_backward_tail(self, eff) -> float:
+        """Mean over ranks of the GPU time of layer 0's backward (``bwd/L0``) beyond the
+        time to launch it: what a source whose all-reduce timer waits for it counts
+        there (:data:`_PEER`). Where the kernels run faster than they are launched the
+        GPU keeps up with the host and leaves no tail."""
+        from cdfgnn.pricing.roofline import op_seconds
+        tails = []
+        for gpu, rk in zip(self.gpus, self.inputs["ranks"]):
+            kinds = rk["patterns"][0]["ledger"].get("bwd/L0", {})
+            share = rk["patterns"][0].get("arc_share")
+            launch = sum(float(f.get("calls", 0)) for f in kinds.values()) \
+                * gpu.launch_us * 1e-6 * eff.launch
+            device = sum(op_seconds(k, f, gpu, eff, share) for k, f in kinds.items()) - launch
+            tails.append(max(device - launch, 0.0))
+        return float(np.mean(tails))
 
     def _priced(self, eff, kind: str) -> float:
         """Mean over ranks of the priced layer phases (``fwd/bwd``) or SpMM entries."""
@@ -784,7 +818,8 @@ def prepare_epoch_row(row: Row, ctx: "Context") -> Prepared:
                                  (stats.get("arc_share") or [None] * f["gpus"])[r]))
     from cdfgnn.pricing.epoch import compact
     return Prepared(row, inputs=compact([items], [0]), gpus=(gpu,) * f["gpus"], link=link,
-                    topology=topology, note=f"{regime}, halos: {stats['source']}")
+                    topology=topology, note=f"{regime}, halos: {stats['source']}",
+                    first_backward_in_reduce=system.first_backward_in_reduce)
 
 
 def prepare_single_row(row: Row, ctx: "Context") -> Prepared:

@@ -264,6 +264,31 @@ def test_a_pipelined_row_compares_its_exchange_wait_with_the_all_reduce():
     assert plain["communication"] < plain["epoch"] - plain["compute"]
 
 
+def test_the_peers_reduce_timer_holds_layer_0s_backward_tail():
+    """In the PipeGCN lineage's timers nothing waits for layer 0's backward before the
+    all-reduce threads copy its weight gradients: its GPU time beyond the time to launch
+    it moves from compute to the all-reduce, and the exchange is unchanged. A system
+    without those timers keeps every phase in compute."""
+    import dataclasses
+    from cdfgnn.pricing.efficiency import load_efficiency
+    eff = load_efficiency()
+    gat = dict(model="gat", hidden="256", notes="GAT heads 1")
+    peer = _prep(**gat)
+    assert peer.first_backward_in_reduce
+    tail = peer.first_backward_tail(eff)
+    assert tail > 0
+    plain = dataclasses.replace(peer, first_backward_in_reduce=False)
+    got, ref = peer.predict(eff), plain.predict(eff)
+    assert got["compute"] == pytest.approx(ref["compute"] - tail)
+    assert got["communication"] == pytest.approx(ref["communication"])
+    assert got["epoch"] == ref["epoch"]
+    other = _prep(system="order=aggregate-first exchange=input layernorm use-pp", **gat)
+    assert not other.first_backward_in_reduce
+    # kernels launched slower than they run leave no tail
+    slow_host = eff.but(launch=1e6)
+    assert peer.first_backward_tail(slow_host) == 0.0
+
+
 def test_split_is_stratified_by_source_and_ignores_the_numbers():
     rows = [_row(source=f"group{g}/file row {i}") for g in range(3) for i in range(5)]
     preps = [tm.Prepared(dataclass_replace(r, line=i)) for i, r in enumerate(rows)]
@@ -331,7 +356,10 @@ def test_pipeline_prints_every_part_for_both_halves(tmp_path, capsys):
 def test_compute_is_priced_as_the_source_defines_it():
     from cdfgnn.pricing.efficiency import load_efficiency
     eff = load_efficiency()
-    got = {d: _prep(compute_def=f"{d}: as printed").predict(eff)["compute"]
+    # a system without the PipeGCN lineage's timers (test below), so that every
+    # definition covers the next one's phases
+    got = {d: _prep(compute_def=f"{d}: as printed",
+                    system="exact (AdaQP Vanilla)").predict(eff)["compute"]
            for d in tm.COMPUTE_DEFS}
     assert got["epoch-minus-comm"] > got["epoch-minus-comm-reduce"] > got["forward-backward"]
     assert got["forward-backward"] > got["aggregation-only"] > 0
