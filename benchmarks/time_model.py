@@ -258,6 +258,7 @@ SINGLE_SYSTEMS: dict[str, System] = {
     "pgl": System("narrower-first", sage_order="aggregate-first", concat_heads=True,
                   gat_kernels=_GATHER),                                # pgl.layers gcn
 }
+_SYSTEMS_ANY_CASE = {name.lower(): system for name, system in SYSTEMS.items()}
 SYSTEM_HELP = ("a known system, or 'order=aggregate-first' / 'order=transform-first' "
                "(optionally with exchange=input|projected, layernorm, use-pp, pipeline)")
 
@@ -265,9 +266,8 @@ SYSTEM_HELP = ("a known system, or 'order=aggregate-first' / 'order=transform-fi
 def system_of(text: str) -> System:
     """A known system (any case; ``bns-gcn p=<rate>`` at any boundary rate), or one named
     by its layer order (``order=...`` tokens)."""
-    known = {name.lower(): system for name, system in SYSTEMS.items()}
-    if text.strip().lower() in known:
-        return known[text.strip().lower()]
+    if text.strip().lower() in _SYSTEMS_ANY_CASE:
+        return _SYSTEMS_ANY_CASE[text.strip().lower()]
     bns = re.fullmatch(r"bns-gcn\s+p\s*=\s*([0-9.]+)", text.strip().lower())
     if bns and 0.0 < float(bns.group(1)) <= 1.0:
         return dataclasses.replace(SYSTEMS["bns-gcn p=0.1"], boundary_rate=float(bns.group(1)))
@@ -749,13 +749,12 @@ class Prepared:
         time to launch it: what a source whose all-reduce timer waits for it counts
         there (:data:`_PEER`). Where the kernels run faster than they are launched the
         GPU keeps up with the host and leaves no tail."""
-        from cdfgnn.pricing.roofline import op_seconds
+        from cdfgnn.pricing.roofline import launch_seconds, op_seconds
         tails = []
         for gpu, rk in zip(self.gpus, self.inputs["ranks"]):
             kinds = rk["patterns"][0]["ledger"].get("bwd/L0", {})
             share = rk["patterns"][0].get("arc_share")
-            launch = sum(float(f.get("calls", 0)) for f in kinds.values()) \
-                * gpu.launch_us * 1e-6 * eff.launch
+            launch = sum(launch_seconds(f, gpu, eff) for f in kinds.values())
             device = sum(op_seconds(k, f, gpu, eff, share) for k, f in kinds.items()) - launch
             tails.append(max(device - launch, 0.0))
         return float(np.mean(tails))

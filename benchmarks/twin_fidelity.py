@@ -171,9 +171,10 @@ def main() -> None:
     for name, ts in by_twin.items():
         twin = Twin(name, args.nodes, Path(args.cache))
         held = fitted_targets(name, ts)
+        held_parts = {h.parts for h in held}
         for t in sorted(ts, key=lambda t: (t.metric, t.partitioner, t.parts)):
             got = twin.value(t)
-            fit_p = t.parts in {h.parts for h in held}
+            fit_p = t.parts in held_parts
             in_fit = t in held
             ratio = got / t.value
             rows.append((name, ratio, fit_p))

@@ -89,12 +89,17 @@ def flop_rate(kind: str, gpu: GpuProfile, eff: Efficiency) -> float:
     return tflops * TERA * eff.dense_flop
 
 
+def launch_seconds(f: Mapping[str, int], gpu: GpuProfile, eff: Efficiency) -> float:
+    """The fixed cost of the ``calls`` of a ledger entry: the host's time to launch them."""
+    return float(f.get("calls", 0)) * gpu.launch_us * 1e-6 * eff.launch
+
+
 def op_seconds(kind: str, f: Mapping[str, int], gpu: GpuProfile,
                eff: Efficiency | None = None, share: Sequence[float] | None = None) -> float:
     """Seconds of the ledger entries of one kind (fields summed over its calls);
     ``share``: the column locality of the SpMMs' matrix (:func:`spmm_bytes`)."""
     eff = eff or load_efficiency()
-    launch = float(f.get("calls", 0)) * gpu.launch_us * 1e-6 * eff.launch
+    launch = launch_seconds(f, gpu, eff)
     mem = gpu.mem_bw_gbps * GIGA
     flops = float(f.get("flops", 0))
     if kind in SPMM_WIDTHS:
