@@ -199,6 +199,11 @@ class System:
     gat_kernels: str = "fused"           # GAT aggregation (estimate.GAT_KERNELS)
     #: its all-reduce timer holds the GPU tail of layer 0's backward (:data:`_PEER`)
     first_backward_in_reduce: bool = False
+    #: how halo rows travel (``cdfgnn.pricing.estimate.Wire``): bits per value, bytes of
+    #: per-row metadata, messages per peer and direction; 32 bits is exact float32 sync
+    wire_bits: int = 32
+    wire_meta_bytes: int = 8
+    wire_messages: int = 1
 
     def layer_order(self, kind: str) -> str:
         """The order inside a layer of model ``kind`` (``gcn``, ``sage``, ``gat``)."""
@@ -244,6 +249,18 @@ SYSTEMS: dict[str, System] = {
     # precompute, LayerNorm (config use_norm: true), full graph
     "exact (AdaQP Vanilla)": System("aggregate-first", "input", layernorm=True),
 }
+# Sylvie-S and Sylvie-A as Sylvie's code runs them (zxmeng98/Sylvie@d8912d2
+# helper/feature_buffer.py, the commit of its result files): the exact system above with
+# every exchanged row (features forward, gradients backward) quantised per row to b bits
+# (default 1) with a float16 scale and minimum (``quantize_and_pack``: 4 bytes per row),
+# the codes, scales and minima sent as three all-to-alls (``__feat_transfer``,
+# ``__grad_transfer``); the quantisation runs inside the comm timer, so it is priced on the
+# communication side (the ledger's ``codec`` phase). Sylvie-A pipelines the exchange as
+# PipeGCN does (``--enable-pipeline``; arXiv:2303.01277 sec. 4.3).
+SYLVIE_BITS = (1, 2, 4, 8)
+SYSTEMS.update({f"{name} int{bits}": dataclasses.replace(
+    _PEER, pipeline=pipe, wire_bits=bits, wire_meta_bytes=4, wire_messages=3)
+    for name, pipe in (("sylvie-s", False), ("sylvie-a", True)) for bits in SYLVIE_BITS})
 #: one-GPU systems, by the first word of a row's ``system``: layer orders, whether GAT's
 #: hidden layers concatenate their heads, and GAT's kernels (DGL's GATConv aggregates with one weighted SpMM ("fused"); this engine's GATLayer,
 #: PyG's GATConv (``message`` returns ``x_j * alpha``, summed by a scatter) and PGL's
@@ -260,7 +277,8 @@ SINGLE_SYSTEMS: dict[str, System] = {
 }
 _SYSTEMS_ANY_CASE = {name.lower(): system for name, system in SYSTEMS.items()}
 SYSTEM_HELP = ("a known system, or 'order=aggregate-first' / 'order=transform-first' "
-               "(optionally with exchange=input|projected, layernorm, use-pp, pipeline)")
+               "(optionally with exchange=input|projected, layernorm, use-pp, pipeline, "
+               "bits=B)")
 
 
 def system_of(text: str) -> System:
@@ -271,6 +289,8 @@ def system_of(text: str) -> System:
     bns = re.fullmatch(r"bns-gcn\s+p\s*=\s*([0-9.]+)", text.strip().lower())
     if bns and 0.0 < float(bns.group(1)) <= 1.0:
         return dataclasses.replace(SYSTEMS["bns-gcn p=0.1"], boundary_rate=float(bns.group(1)))
+    if re.fullmatch(r"sylvie-[sa]", text.strip().lower()):     # the paper's default, 1 bit
+        return SYSTEMS[f"{text.strip().lower()} int1"]
     tokens = dict(t.partition("=")[::2] for t in text.replace(",", " ").split())
     order = tokens.get("order")
     if order not in ("aggregate-first", "transform-first", "narrower-first"):
@@ -278,8 +298,17 @@ def system_of(text: str) -> System:
     exchange = tokens.get("exchange") or ("projected" if order == "transform-first" else "input")
     if exchange not in ("input", "projected"):
         raise Skip("system", text, "exchange must be input or projected")
+    bits = tokens.get("bits") or "32"
+    if not bits.isdigit() or int(bits) not in _wire_bits():
+        raise Skip("system", text, f"bits must be one of {', '.join(map(str, _wire_bits()))}")
     return System(order, exchange, layernorm="layernorm" in tokens,
-                  static_first="use-pp" in tokens, pipeline="pipeline" in tokens)
+                  static_first="use-pp" in tokens, pipeline="pipeline" in tokens,
+                  wire_bits=int(bits))
+
+
+def _wire_bits() -> tuple[int, ...]:
+    from cdfgnn.pricing.estimate import WIRE_BITS
+    return WIRE_BITS
 
 
 def single_system(text: str) -> System:
@@ -809,10 +838,11 @@ def prepare_epoch_row(row: Row, ctx: "Context") -> Prepared:
     shapes, halo = rank_shapes(stats, system.boundary_rate)
     n_params = shape.param_count()
     est = _estimate()
+    wire = est.Wire(system.wire_bits, system.wire_meta_bytes, system.wire_messages)
     items = []
     for r, rank in enumerate(shapes):
-        to_b, to_m = est.halo_traffic(shape, halo, r)
-        items.append(rank_inputs(est.estimate_ledger(shape, rank), to_b, to_m, f["gpus"],
+        to_b, to_m = est.halo_traffic(shape, halo, r, wire)
+        items.append(rank_inputs(est.estimate_ledger(shape, rank, wire), to_b, to_m, f["gpus"],
                                  n_params, r, system.pipeline,
                                  (stats.get("arc_share") or [None] * f["gpus"])[r]))
     from cdfgnn.pricing.epoch import compact
@@ -974,11 +1004,15 @@ def loss(preps: list[Prepared], eff) -> float:
 def fit(preps: list[Prepared], eff):
     """The constants of ``eff`` that the rows depend on, fitted within FIT_BOUNDS
     (Powell on their logarithms from ``START_MARGIN`` inside the bounds, restarted from its
-    optimum while that still gains; ``eff`` itself where Powell ends worse than it);
-    returns (constants, loss, fitted names)."""
+    optimum while that still gains; ``eff`` clipped into the bounds where Powell ends worse
+    than it); returns (constants, loss, fitted names)."""
     from scipy.optimize import minimize
 
     from cdfgnn.pricing.efficiency import FIT_BOUNDS
+    # a stored constant outside its (possibly tightened) bounds starts on the bound, so
+    # that "never worse than the start" compares with constants the fit may return
+    eff = eff.but(**{k: min(max(getattr(eff, k), low), high)
+                     for k, (low, high) in FIT_BOUNDS.items()})
     base = loss(preps, eff)
     names = []
     for key in FIT_BOUNDS:                   # only what some row depends on

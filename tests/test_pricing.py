@@ -239,6 +239,39 @@ def test_gat_counts_scale_with_heads_and_exchange_projected_rows():
     assert b[1] == (20 + 10) * 64 * 4 + (20 + 10) * 28 * 4 and m[1] == 4
 
 
+def test_a_quantised_wire_packs_rows_adds_metadata_messages_and_codec_kernels():
+    from cdfgnn.errors import CdfgnnError
+    from cdfgnn.pricing.epoch import COMM_SIDE
+    from cdfgnn.pricing.estimate import (EXACT_WIRE, ModelShape, RankShape, Wire,
+                                         estimate_ledger, halo_traffic)
+    model = ModelShape("sage", 64, 20, 7, 2, order="aggregate-first", exchange="input")
+    rank = RankShape(out_rows=1000, in_rows=1200, nnz=20000, self_rows=1000, label_rows=500,
+                     send_rows=150, recv_rows=200)
+    halo = np.array([[0, 10], [20, 0]])
+    b32, m32 = halo_traffic(model, halo, 0)
+    assert all(np.array_equal(x, y) for x, y in zip((b32, m32),
+                                                    halo_traffic(model, halo, 0, EXACT_WIRE)))
+    # layer 0: the 20 rows peer 1 needs, 64 wide; layer 1: 20 rows + 10 gradients, 20 wide
+    assert b32[1] == 20 * 64 * 4 + 30 * 20 * 4 and m32[1] == 3
+    sylvie = Wire(bits=1, meta_bytes=4, messages=3)        # codes, scales, minima
+    b1, m1 = halo_traffic(model, halo, 0, sylvie)
+    assert b1[1] == 20 * (8 + 4) + 30 * (3 + 4) and m1[1] == 3 * m32[1]
+    assert Wire(16).row_bytes(20) == 40 and Wire(8, 8).row_bytes(20) == 28
+    exact, lossy = estimate_ledger(model, rank), estimate_ledger(model, rank, sylvie)
+    assert "codec" not in exact.phases and "codec" in COMM_SIDE
+    codec = lossy.get("codec", "codec")
+    # layer 0 forward only (its input needs no gradient), layer 1 forward and backward;
+    # per direction: 2 float32 reads of the rows sent, the packed write, the packed read
+    # of the rows received and their float32 write
+    def direction(send, recv, w, packed):
+        return 2 * 4 * send * w + send * packed + recv * packed + 4 * recv * w
+    assert codec["bytes"] == (direction(150, 200, 64, 12) + direction(150, 200, 20, 7)
+                              + direction(200, 150, 20, 7))
+    for bad in (dict(bits=3), dict(bits=1, messages=0), dict(bits=1, meta_bytes=-1)):
+        with pytest.raises(CdfgnnError, match="wire"):
+            Wire(**bad)
+
+
 def test_use_pp_and_linear_layers_exchange_nothing():
     from cdfgnn.pricing.estimate import ModelShape
     sylvie = ModelShape("sage", 602, 256, 41, 4, order="aggregate-first", exchange="input",

@@ -81,7 +81,8 @@ def _prep(ctx=None, **changes):
 
 
 def test_every_shipped_row_reads_and_every_card_has_a_profile():
-    for name in ("published_epochs.csv", *tm.EPOCH_FILES[1:], tm.SINGLE_FILE, tm.KERNEL_FILE):
+    for name in ("published_epochs.csv", *tm.EPOCH_FILES[1:], tm.SINGLE_FILE, tm.KERNEL_FILE,
+                 "held_out_sylvie_1bit.csv"):
         path = tm.DATA_DIR / name
         if not path.is_file():
             continue
@@ -234,6 +235,29 @@ def test_a_system_may_name_its_layer_order():
         _prep(system="mycode")
 
 
+def test_sylvie_rows_send_packed_rows_in_three_messages_and_pay_the_codec_on_the_comm_side():
+    """Sylvie-S / Sylvie-A (1 bit by default, any case) and ``bits=B`` on a named order:
+    the rows' bytes shrink to the packed codes plus 4 bytes of float16 scale and minimum,
+    the messages triple, and the quantisation is priced as communication, not compute."""
+    exact, s1 = _prep(system="exact (Sylvie code fp32)"), _prep(system="Sylvie-S")
+    assert tm.system_of("sylvie-s") == tm.SYSTEMS["sylvie-s int1"]
+    assert tm.system_of("Sylvie-A int4").pipeline and tm.system_of("sylvie-a").wire_bits == 1
+
+    def sent(prep):
+        it = prep.inputs["ranks"][0]["patterns"][0]
+        return it["vertex_bytes"][1], it["vertex_msgs"][1], it["ledger"]
+    (b32, m32, led32), (b1, m1, led1) = sent(exact), sent(s1)
+    assert m1 == 3 * m32 and 0 < b1 < b32 / 6
+    assert "codec" not in led32 and led1["codec"]["codec"]["bytes"] > 0
+    eff = __import__("cdfgnn.pricing.efficiency", fromlist=["x"]).load_efficiency()
+    p32, p1 = exact.predict(eff), s1.predict(eff)
+    assert p1["compute"] == pytest.approx(p32["compute"], rel=1e-12)   # codec is comm-side
+    four = _prep(system="mycode order=aggregate-first use-pp layernorm bits=4")
+    assert 0 < sent(four)[0] < b32 / 3
+    with pytest.raises(tm.Skip, match="bits must be one of"):
+        _prep(system="mycode order=aggregate-first bits=3")
+
+
 def test_peer_graphsage_aggregates_at_its_input_width():
     """Sylvie's, BNS-GCN's and PipeGCN's GraphSAGELayer aggregates, then applies its Linear,
     whatever the widths; their GCN is DGL's GraphConv (narrower first)."""
@@ -325,9 +349,11 @@ def test_fit_never_returns_constants_worse_than_its_start(monkeypatch):
 
     import scipy.optimize
 
-    from cdfgnn.pricing.efficiency import load_efficiency
+    from cdfgnn.pricing.efficiency import FIT_BOUNDS, load_efficiency
     preps = [_prep(), _prep(model="graphsage", source="test/x row 9")]
     start = load_efficiency()
+    start = start.but(**{k: min(max(getattr(start, k), low), high)
+                         for k, (low, high) in FIT_BOUNDS.items()})
 
     def worse(fun, x, bounds, **kw):        # a 'minimum' at the box's lower corner
         far = np.array([low for low, _ in bounds])
@@ -336,6 +362,12 @@ def test_fit_never_returns_constants_worse_than_its_start(monkeypatch):
     monkeypatch.setattr(scipy.optimize, "minimize", worse)
     fitted, best, names = tm.fit(preps, start)
     assert names and fitted == start and best == tm.loss(preps, start)
+    # a start outside a bound (a bound tightened since the constants were stored) is
+    # clipped first: what comes back is never outside the bounds
+    outside = start.but(msg_gloo_us=FIT_BOUNDS["msg_gloo_us"][1] * 10)
+    fitted, best, names = tm.fit(preps, outside)
+    assert fitted.msg_gloo_us == FIT_BOUNDS["msg_gloo_us"][1]
+    assert best == tm.loss(preps, fitted)
 
 
 def test_pipeline_prints_every_part_for_both_halves(tmp_path, capsys):

@@ -22,7 +22,10 @@ The network rules of the device model are written here, once:
   on (pack the rows on the GPU, copy them out, which waits for the kernels queued before
   it, send, wait for the peer, copy in). Their published exchange times show it where
   the bytes are few: a 4-layer GAT of the PipeGCN code on PubMed (4 GPUs) spends 0.137 s
-  per epoch in exchanges of about 0.35 MB each (benchmarks/data/published_epochs_extra.csv). The
+  per epoch in exchanges of about 0.35 MB each (benchmarks/data/published_epochs_extra.csv).
+  The fitted value is not a property of every gloo path: Sylvie's 1-bit runs on an
+  RTX 3090 server spend at most 0.58 ms per message, bytes included
+  (benchmarks/data/held_out_sylvie_1bit.csv; docs/results.md, "A ninth check"). The
   gradient all-reduce (one collective call) and the sampled track's pulls are priced
   without it: no published row measures them apart.
 

@@ -78,6 +78,47 @@ GAT_KERNELS = ("fused", "gather-scatter")
 EXCHANGES = ("projected", "input")
 
 
+#: bit widths a :class:`Wire` takes (a row quantiser packs whole values into bytes)
+WIRE_BITS = (1, 2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class Wire:
+    """How a halo row crosses the partition: its bytes and its messages.
+
+    ``bits`` 32 sends float32 rows (exact sync), 16 a float16 cast; 8 and below a row
+    quantiser: ``ceil(bits w / 8)`` bytes of packed codes plus ``meta_bytes`` of per-row
+    metadata (a scale and a minimum: 8 as float32, this engine's codecs; 4 as float16,
+    Sylvie's ``quantize_and_pack``). ``messages``: messages per peer and direction (Sylvie's
+    code sends the codes, the scales and the minima as three all-to-alls,
+    zxmeng98/Sylvie@d8912d2 helper/feature_buffer.py ``__feat_transfer``)."""
+
+    bits: int = 32
+    meta_bytes: int = 8
+    messages: int = 1
+
+    def __post_init__(self) -> None:
+        if self.bits not in WIRE_BITS:
+            raise CdfgnnError(f"wire: bits must be one of {WIRE_BITS}, got {self.bits!r}")
+        if self.meta_bytes < 0 or self.messages < 1:
+            raise CdfgnnError(f"wire: meta_bytes >= 0 and messages >= 1, got "
+                              f"{self.meta_bytes!r} and {self.messages!r}")
+
+    @property
+    def lossy(self) -> bool:
+        return self.bits < 32
+
+    def row_bytes(self, w: int) -> int:
+        """Bytes of one ``w``-wide row on the wire."""
+        if self.bits >= 16:
+            return self.bits // 8 * w
+        return -(-self.bits * w // 8) + self.meta_bytes
+
+
+#: float32 rows, one message per peer and direction
+EXACT_WIRE = Wire()
+
+
 @dataclass(frozen=True)
 class ModelShape:
     model: str                      # "gcn" | "sage" | "gat"
@@ -241,9 +282,10 @@ def _weight(led: Ledger, fwd: str, bwd: str, rows: int, fin: int, fout: int,
         _dense(led, bwd, rows, fout, fin)
 
 
-def estimate_ledger(model: ModelShape, rank: RankShape, codec_bits: int = 32,
+def estimate_ledger(model: ModelShape, rank: RankShape, wire: Wire = EXACT_WIRE,
                     edge_cut: bool = True) -> Ledger:
-    """The counts of one training epoch of one rank (exact sync, float32: :data:`DTYPE`)."""
+    """The counts of one training epoch of one rank (float32: :data:`DTYPE`; a lossy
+    ``wire`` adds its codec's kernels, :func:`_sync`)."""
     led = Ledger()
     n_out = rank.out_rows
     for i, (fin, fout) in enumerate(model.dims):
@@ -254,7 +296,7 @@ def estimate_ledger(model: ModelShape, rank: RankShape, codec_bits: int = 32,
         else:
             _graph_layer(led, model, rank, i, fin, fout, edge_cut)
         if model.syncs(i):
-            _sync(led, fwd, bwd, rank, model.message_width(i), codec_bits,
+            _sync(led, fwd, bwd, rank, model.message_width(i), wire,
                   backward=model.sync_backward(i))
         for phase, passes in ((fwd, ELEMENTWISE_PASSES["fwd"]),
                               (bwd, ELEMENTWISE_PASSES["bwd"])):
@@ -354,18 +396,20 @@ def _gat_layer_gather_scatter(led: Ledger, fwd: str, bwd: str, rank: RankShape, 
     led.add(bwd, "gather", calls=6, bytes=5 * w + 11 * e + 2 * idx)
 
 
-def _sync(led: Ledger, fwd: str, bwd: str, rank: RankShape, w: int, codec_bits: int,
+def _sync(led: Ledger, fwd: str, bwd: str, rank: RankShape, w: int, wire: Wire,
           backward: bool) -> None:
     """Gathers of the rows sent and the concatenation or index_add of those received,
-    and the codec's encode/decode (a lossy codec: two passes to encode, one to decode)."""
+    and a lossy wire's codec (phase ``codec``): two passes over the rows sent and the
+    packed write to encode, one read of the packed rows received and the float32 write to
+    decode."""
     for phase, send, recv in ((fwd, rank.send_rows, rank.recv_rows),
                               (bwd, rank.recv_rows, rank.send_rows))[: 2 if backward else 1]:
         led.add(phase, "gather", calls=2, bytes=IDX * send + 2 * F32 * send * w
                 + IDX * recv + 3 * F32 * recv * w)
-        if codec_bits < 32:
-            wire_in, wire_out = F32 * send * w, send * (w * codec_bits // 8 + 8)
-            led.add("codec", "codec", calls=3, bytes=2 * wire_in + wire_out
-                    + (send * (w * codec_bits // 8 + 8)) + F32 * recv * w)
+        if wire.lossy:
+            packed = wire.row_bytes(w)
+            led.add("codec", "codec", calls=3, bytes=2 * F32 * send * w + send * packed
+                    + recv * packed + F32 * recv * w)
 
 
 def _loss_and_optimizer(led: Ledger, model: ModelShape, rank: RankShape) -> None:
@@ -383,24 +427,14 @@ def _loss_and_optimizer(led: Ledger, model: ModelShape, rank: RankShape) -> None
             bytes=ADAM_KERNELS * 3 * F32 * n)
 
 
-def halo_bytes(model: ModelShape, rank: RankShape, codec_bits: int = 32) -> dict[int, int]:
-    """Bytes rank sends per layer and epoch at exact sync (forward rows + backward
-    gradients), by layer; a lossy codec adds 8 bytes of metadata per row."""
-    out = {}
-    for i in range(model.layers):
-        w = model.message_width(i)
-        per_row = F32 * w if codec_bits >= 32 else -(-codec_bits * w // 8) + 8
-        backward = model.sync_backward(i)
-        out[i] = per_row * (rank.send_rows + (rank.recv_rows if backward else 0)) if w else 0
-    return out
-
-
-def halo_traffic(model: ModelShape, halo_rows, r: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes and messages rank r sends to each rank in one epoch at exact float32 sync,
-    from ``halo_rows[q][s]`` (distinct rows rank q needs from rank s): at every layer that
-    syncs, the rows its peers need from it (``halo_rows[:, r]``) at the layer's message
-    width, and, where the layer's backward sends gradients, those of the rows r received
-    (``halo_rows[r, :]``); one message per peer and direction that has rows."""
+def halo_traffic(model: ModelShape, halo_rows, r: int, wire: Wire = EXACT_WIRE,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and messages rank r sends to each rank in one epoch, from ``halo_rows[q][s]``
+    (distinct rows rank q needs from rank s): at every layer that syncs, the rows its
+    peers need from it (``halo_rows[:, r]``) at the layer's message width, and, where the
+    layer's backward sends gradients, those of the rows r received (``halo_rows[r, :]``);
+    each row at ``wire.row_bytes`` (float32 at exact sync), ``wire.messages`` messages per
+    peer and direction that has rows."""
     halo = np.asarray(halo_rows, dtype=np.float64)
     p = halo.shape[0]
     to_bytes, to_msgs = np.zeros(p), np.zeros(p)
@@ -413,7 +447,7 @@ def halo_traffic(model: ModelShape, halo_rows, r: int) -> tuple[np.ndarray, np.n
         if model.sync_backward(i):
             rows += halo[r, :]
             msgs += halo[r, :] > 0
-        to_bytes += rows * w * F32
-        to_msgs += msgs
+        to_bytes += rows * wire.row_bytes(w)
+        to_msgs += msgs * wire.messages
     to_bytes[r] = to_msgs[r] = 0.0
     return to_bytes, to_msgs
