@@ -199,10 +199,9 @@ class System:
     gat_kernels: str = "fused"           # GAT aggregation (estimate.GAT_KERNELS)
     #: its all-reduce timer holds the GPU tail of layer 0's backward (:data:`_PEER`)
     first_backward_in_reduce: bool = False
-    #: how halo rows travel (``cdfgnn.pricing.estimate.Wire``): bits per value, bytes of
-    #: per-row metadata, messages per peer and direction; 32 bits is exact float32 sync
-    wire_bits: int = 32
-    wire_meta_bytes: int = 8
+    #: how halo rows travel (``cdfgnn.pricing.estimate.Wire``): the engine's codec spec
+    #: (``none``: exact float32 sync) and the messages per peer and direction
+    wire_codec: str = "none"
     wire_messages: int = 1
 
     def layer_order(self, kind: str) -> str:
@@ -259,7 +258,7 @@ SYSTEMS: dict[str, System] = {
 # PipeGCN does (``--enable-pipeline``; arXiv:2303.01277 sec. 4.3).
 SYLVIE_BITS = (1, 2, 4, 8)
 SYSTEMS.update({f"{name} int{bits}": dataclasses.replace(
-    _PEER, pipeline=pipe, wire_bits=bits, wire_meta_bytes=4, wire_messages=3)
+    _PEER, pipeline=pipe, wire_codec=f"stochastic-{bits}", wire_messages=3)
     for name, pipe in (("sylvie-s", False), ("sylvie-a", True)) for bits in SYLVIE_BITS})
 #: one-GPU systems, by the first word of a row's ``system``: layer orders, whether GAT's
 #: hidden layers concatenate their heads, and GAT's kernels (DGL's GATConv aggregates with one weighted SpMM ("fused"); this engine's GATLayer,
@@ -278,19 +277,20 @@ SINGLE_SYSTEMS: dict[str, System] = {
 _SYSTEMS_ANY_CASE = {name.lower(): system for name, system in SYSTEMS.items()}
 SYSTEM_HELP = ("a known system, or 'order=aggregate-first' / 'order=transform-first' "
                "(optionally with exchange=input|projected, layernorm, use-pp, pipeline, "
-               "bits=B)")
+               "codec=SPEC)")
 
 
 def system_of(text: str) -> System:
     """A known system (any case; ``bns-gcn p=<rate>`` at any boundary rate), or one named
     by its layer order (``order=...`` tokens)."""
-    if text.strip().lower() in _SYSTEMS_ANY_CASE:
-        return _SYSTEMS_ANY_CASE[text.strip().lower()]
-    bns = re.fullmatch(r"bns-gcn\s+p\s*=\s*([0-9.]+)", text.strip().lower())
+    key = text.strip().lower()
+    if key in _SYSTEMS_ANY_CASE:
+        return _SYSTEMS_ANY_CASE[key]
+    bns = re.fullmatch(r"bns-gcn\s+p\s*=\s*([0-9.]+)", key)
     if bns and 0.0 < float(bns.group(1)) <= 1.0:
         return dataclasses.replace(SYSTEMS["bns-gcn p=0.1"], boundary_rate=float(bns.group(1)))
-    if re.fullmatch(r"sylvie-[sa]", text.strip().lower()):     # the paper's default, 1 bit
-        return SYSTEMS[f"{text.strip().lower()} int1"]
+    if re.fullmatch(r"sylvie-[sa]", key):                      # the paper's default, 1 bit
+        return SYSTEMS[f"{key} int1"]
     tokens = dict(t.partition("=")[::2] for t in text.replace(",", " ").split())
     order = tokens.get("order")
     if order not in ("aggregate-first", "transform-first", "narrower-first"):
@@ -298,17 +298,16 @@ def system_of(text: str) -> System:
     exchange = tokens.get("exchange") or ("projected" if order == "transform-first" else "input")
     if exchange not in ("input", "projected"):
         raise Skip("system", text, "exchange must be input or projected")
-    bits = tokens.get("bits") or "32"
-    if not bits.isdigit() or int(bits) not in _wire_bits():
-        raise Skip("system", text, f"bits must be one of {', '.join(map(str, _wire_bits()))}")
+    codec = tokens.get("codec") or "none"
+    from cdfgnn.comm.codecs import get_codec
+    from cdfgnn.errors import CdfgnnError
+    try:
+        get_codec(codec)
+    except CdfgnnError as exc:
+        raise Skip("system", text, str(exc)) from None
     return System(order, exchange, layernorm="layernorm" in tokens,
                   static_first="use-pp" in tokens, pipeline="pipeline" in tokens,
-                  wire_bits=int(bits))
-
-
-def _wire_bits() -> tuple[int, ...]:
-    from cdfgnn.pricing.estimate import WIRE_BITS
-    return WIRE_BITS
+                  wire_codec=codec)
 
 
 def single_system(text: str) -> System:
@@ -838,7 +837,7 @@ def prepare_epoch_row(row: Row, ctx: "Context") -> Prepared:
     shapes, halo = rank_shapes(stats, system.boundary_rate)
     n_params = shape.param_count()
     est = _estimate()
-    wire = est.Wire(system.wire_bits, system.wire_meta_bytes, system.wire_messages)
+    wire = est.Wire(system.wire_codec, system.wire_messages)
     items = []
     for r, rank in enumerate(shapes):
         to_b, to_m = est.halo_traffic(shape, halo, r, wire)

@@ -253,10 +253,10 @@ def test_a_quantised_wire_packs_rows_adds_metadata_messages_and_codec_kernels():
                                                     halo_traffic(model, halo, 0, EXACT_WIRE)))
     # layer 0: the 20 rows peer 1 needs, 64 wide; layer 1: 20 rows + 10 gradients, 20 wide
     assert b32[1] == 20 * 64 * 4 + 30 * 20 * 4 and m32[1] == 3
-    sylvie = Wire(bits=1, meta_bytes=4, messages=3)        # codes, scales, minima
+    sylvie = Wire("stochastic-1", messages=3)   # Sylvie: codes, scales, minima
     b1, m1 = halo_traffic(model, halo, 0, sylvie)
     assert b1[1] == 20 * (8 + 4) + 30 * (3 + 4) and m1[1] == 3 * m32[1]
-    assert Wire(16).row_bytes(20) == 40 and Wire(8, 8).row_bytes(20) == 28
+    assert Wire("fp16").row_bytes(20) == 40 and Wire("linear-8").row_bytes(20) == 28
     exact, lossy = estimate_ledger(model, rank), estimate_ledger(model, rank, sylvie)
     assert "codec" not in exact.phases and "codec" in COMM_SIDE
     codec = lossy.get("codec", "codec")
@@ -267,8 +267,8 @@ def test_a_quantised_wire_packs_rows_adds_metadata_messages_and_codec_kernels():
         return 2 * 4 * send * w + send * packed + recv * packed + 4 * recv * w
     assert codec["bytes"] == (direction(150, 200, 64, 12) + direction(150, 200, 20, 7)
                               + direction(200, 150, 20, 7))
-    for bad in (dict(bits=3), dict(bits=1, messages=0), dict(bits=1, meta_bytes=-1)):
-        with pytest.raises(CdfgnnError, match="wire"):
+    for bad in (dict(codec="stochastic-3"), dict(codec="stochastic-1", messages=0)):
+        with pytest.raises(CdfgnnError, match="wire|codec"):
             Wire(**bad)
 
 

@@ -236,12 +236,12 @@ def test_a_system_may_name_its_layer_order():
 
 
 def test_sylvie_rows_send_packed_rows_in_three_messages_and_pay_the_codec_on_the_comm_side():
-    """Sylvie-S / Sylvie-A (1 bit by default, any case) and ``bits=B`` on a named order:
+    """Sylvie-S / Sylvie-A (1 bit by default, any case) and ``codec=SPEC`` on a named order:
     the rows' bytes shrink to the packed codes plus 4 bytes of float16 scale and minimum,
     the messages triple, and the quantisation is priced as communication, not compute."""
     exact, s1 = _prep(system="exact (Sylvie code fp32)"), _prep(system="Sylvie-S")
     assert tm.system_of("sylvie-s") == tm.SYSTEMS["sylvie-s int1"]
-    assert tm.system_of("Sylvie-A int4").pipeline and tm.system_of("sylvie-a").wire_bits == 1
+    assert tm.system_of("Sylvie-A int4").pipeline and tm.system_of("sylvie-a").wire_codec == "stochastic-1"
 
     def sent(prep):
         it = prep.inputs["ranks"][0]["patterns"][0]
@@ -252,10 +252,10 @@ def test_sylvie_rows_send_packed_rows_in_three_messages_and_pay_the_codec_on_the
     eff = __import__("cdfgnn.pricing.efficiency", fromlist=["x"]).load_efficiency()
     p32, p1 = exact.predict(eff), s1.predict(eff)
     assert p1["compute"] == pytest.approx(p32["compute"], rel=1e-12)   # codec is comm-side
-    four = _prep(system="mycode order=aggregate-first use-pp layernorm bits=4")
+    four = _prep(system="mycode order=aggregate-first use-pp layernorm codec=linear-4")
     assert 0 < sent(four)[0] < b32 / 3
-    with pytest.raises(tm.Skip, match="bits must be one of"):
-        _prep(system="mycode order=aggregate-first bits=3")
+    with pytest.raises(tm.Skip, match="bit width must be one of"):
+        _prep(system="mycode order=aggregate-first codec=linear-3")
 
 
 def test_peer_graphsage_aggregates_at_its_input_width():

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cdfgnn.comm.codecs import get_codec, is_identity
 from cdfgnn.cost.ledger import Ledger
 from cdfgnn.errors import CdfgnnError
 
@@ -78,41 +79,31 @@ GAT_KERNELS = ("fused", "gather-scatter")
 EXCHANGES = ("projected", "input")
 
 
-#: bit widths a :class:`Wire` takes (a row quantiser packs whole values into bytes)
-WIRE_BITS = (1, 2, 4, 8, 16, 32)
-
-
 @dataclass(frozen=True)
 class Wire:
-    """How a halo row crosses the partition: its bytes and its messages.
+    """How a halo row crosses the partition: the engine's codec that packs it
+    (:mod:`cdfgnn.comm.codecs`: ``none`` sends float32 rows, ``fp16`` casts,
+    ``stochastic-b`` packs b bits per value plus a float16 scale and minimum per row as
+    Sylvie's ``quantize_and_pack`` does, ``linear-B`` the same with float32 metadata) and
+    the ``messages`` per peer and direction it takes (Sylvie's code sends the codes, the
+    scales and the minima as three all-to-alls, zxmeng98/Sylvie@d8912d2
+    helper/feature_buffer.py ``__feat_transfer``)."""
 
-    ``bits`` 32 sends float32 rows (exact sync), 16 a float16 cast; 8 and below a row
-    quantiser: ``ceil(bits w / 8)`` bytes of packed codes plus ``meta_bytes`` of per-row
-    metadata (a scale and a minimum: 8 as float32, this engine's codecs; 4 as float16,
-    Sylvie's ``quantize_and_pack``). ``messages``: messages per peer and direction (Sylvie's
-    code sends the codes, the scales and the minima as three all-to-alls,
-    zxmeng98/Sylvie@d8912d2 helper/feature_buffer.py ``__feat_transfer``)."""
-
-    bits: int = 32
-    meta_bytes: int = 8
+    codec: str = "none"
     messages: int = 1
 
     def __post_init__(self) -> None:
-        if self.bits not in WIRE_BITS:
-            raise CdfgnnError(f"wire: bits must be one of {WIRE_BITS}, got {self.bits!r}")
-        if self.meta_bytes < 0 or self.messages < 1:
-            raise CdfgnnError(f"wire: meta_bytes >= 0 and messages >= 1, got "
-                              f"{self.meta_bytes!r} and {self.messages!r}")
+        get_codec(self.codec)                 # an unknown spec names the valid ones
+        if self.messages < 1:
+            raise CdfgnnError(f"wire: messages must be >= 1, got {self.messages!r}")
 
     @property
     def lossy(self) -> bool:
-        return self.bits < 32
+        return not is_identity(get_codec(self.codec))
 
     def row_bytes(self, w: int) -> int:
-        """Bytes of one ``w``-wide row on the wire."""
-        if self.bits >= 16:
-            return self.bits // 8 * w
-        return -(-self.bits * w // 8) + self.meta_bytes
+        """Bytes of one ``w``-wide row on the wire (the codec's own count)."""
+        return get_codec(self.codec).wire_bytes(1, w)
 
 
 #: float32 rows, one message per peer and direction
@@ -399,17 +390,21 @@ def _gat_layer_gather_scatter(led: Ledger, fwd: str, bwd: str, rank: RankShape, 
 def _sync(led: Ledger, fwd: str, bwd: str, rank: RankShape, w: int, wire: Wire,
           backward: bool) -> None:
     """Gathers of the rows sent and the concatenation or index_add of those received,
-    and a lossy wire's codec (phase ``codec``): two passes over the rows sent and the
-    packed write to encode, one read of the packed rows received and the float32 write to
-    decode."""
+    and a lossy wire's codec in phase ``codec``, counted as the engine counts it
+    (:func:`cdfgnn.comm.codecs.counted`: per operation its ``passes`` reads of the input,
+    one write of the output, its launches): encode the float32 rows sent, decode the
+    packed rows received."""
+    codec = get_codec(wire.codec)
+    (enc_reads, enc_calls), (dec_reads, dec_calls) = codec.passes["encode"], codec.passes["decode"]
+    packed = wire.row_bytes(w)
     for phase, send, recv in ((fwd, rank.send_rows, rank.recv_rows),
                               (bwd, rank.recv_rows, rank.send_rows))[: 2 if backward else 1]:
         led.add(phase, "gather", calls=2, bytes=IDX * send + 2 * F32 * send * w
                 + IDX * recv + 3 * F32 * recv * w)
         if wire.lossy:
-            packed = wire.row_bytes(w)
-            led.add("codec", "codec", calls=3, bytes=2 * F32 * send * w + send * packed
-                    + recv * packed + F32 * recv * w)
+            led.add("codec", "codec", calls=enc_calls + dec_calls,
+                    bytes=enc_reads * F32 * send * w + send * packed
+                    + dec_reads * recv * packed + F32 * recv * w)
 
 
 def _loss_and_optimizer(led: Ledger, model: ModelShape, rank: RankShape) -> None:
