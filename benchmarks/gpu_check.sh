@@ -39,7 +39,8 @@ start=$(date +%s)
 } >"$md"
 
 # stage 1: the GPU tests (every case marked needs_cuda runs here)
-workers=()
+# four workers where pytest-xdist is installed; without it, pyproject's `-n 2` is dropped
+workers=(-o "addopts=")
 "$py" -c "import xdist" 2>/dev/null && workers=(-n 4)
 timeout 150 "$py" -m pytest -q -p no:cacheprovider "${workers[@]}" \
     tests/test_gpu_path.py tests/test_gpu_methods.py >"$out/gpu_tests.log" 2>&1

@@ -1,6 +1,8 @@
 """Shared fixtures: small graphs built here, so engine tests do not depend on the twins."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -78,6 +80,26 @@ def two_hosts():
         assert not hosts.exists()
 
 
+#: the README's `pytest` runs two pytest-xdist workers (pyproject.toml, --dist loadgroup);
+#: set in a worker's environment
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+#: test files that make network namespaces and check host-wide state around them (the
+#: namespaces, /dev/shm): one worker runs them one after another
+HOST_STATE_FILES = {"test_lost_ranks.py", "test_multihost_netns.py"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Groups for ``--dist loadgroup``: each group runs in one worker, in order. ``netns``:
+    the tests that make namespaces (another worker's would show up in their before/after
+    checks); ``smoke``: the tests on the shared smoke build, so that one worker builds it."""
+    for item in items:
+        if item.path.name in HOST_STATE_FILES:
+            item.add_marker(pytest.mark.xdist_group("netns"))
+        elif "smoke_tree" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("smoke"))
+
+
 def _new_smoke_build(tmp_path_factory):
     from smoke import SmokeBuild
 
@@ -91,8 +113,10 @@ def _smoke_build(request, tmp_path_factory):
     """configs/smoke.yaml's build (tests/smoke.py), started with the session's first test
     when a selected test uses ``smoke_tree``: it runs at the lowest CPU priority on what
     the tests before it leave idle, instead of in a test's setup. Stopped (its processes
-    killed) at the session's end if it is still running then."""
-    if not any("smoke_tree" in getattr(item, "fixturenames", ())
+    killed) at the session's end if it is still running then. Under pytest-xdist every
+    worker collects every test, so none starts it here: the worker that runs the
+    ``smoke`` group builds it when its first test needs it."""
+    if XDIST_WORKER or not any("smoke_tree" in getattr(item, "fixturenames", ())
                for item in request.session.items):
         yield None
         return
