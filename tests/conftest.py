@@ -117,7 +117,7 @@ def _smoke_build(request, tmp_path_factory):
     worker collects every test, so none starts it here: the worker that runs the
     ``smoke`` group builds it when its first test needs it."""
     if XDIST_WORKER or not any("smoke_tree" in getattr(item, "fixturenames", ())
-               for item in request.session.items):
+                               for item in request.session.items):
         yield None
         return
     build = _new_smoke_build(tmp_path_factory)
