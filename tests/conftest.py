@@ -1,13 +1,6 @@
 """Shared fixtures: small graphs built here, so engine tests do not depend on the twins."""
 from __future__ import annotations
 
-import fcntl
-import os
-import pickle
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Iterator
-
 import numpy as np
 import pytest
 
@@ -85,46 +78,6 @@ def two_hosts():
         assert not hosts.exists()
 
 
-#: the README's `pytest` runs two pytest-xdist workers (pyproject.toml); set in a worker
-XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-#: test files that make network namespaces and check host-wide state around them (the
-#: namespaces, /dev/shm): no two of their tests run at once
-HOST_STATE_FILES = {"test_lost_ranks.py", "test_multihost_netns.py"}
-
-
-def _run_root(tmp_path_factory) -> Path:
-    """A folder every worker of this pytest run shares (under pytest-xdist the parent of
-    each worker's own basetemp)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if XDIST_WORKER else base
-
-
-@contextmanager
-def _held(lock: Path) -> Iterator[None]:
-    """An exclusive lock on the file ``lock``, across processes (released on close)."""
-    with open(lock, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _one_worker_at_a_time(request, tmp_path_factory):
-    """Under pytest-xdist, the tests of one kind run one at a time across the workers:
-    those that make namespaces (another worker's would show up in their before/after
-    checks) and those on the shared smoke tree (they change it and restore it). Each
-    holds its kind's lock for its whole setup, body and teardown (an autouse fixture is
-    set up before the other fixtures of its scope). xdist's own ``--dist loadgroup``
-    is not used: with pytest 9.2 its groups are silently ignored (it rewrites
-    ``item._nodeid``, which ``Item.nodeid`` no longer reads), measured with xdist 3.8.0."""
-    kind = ("netns" if request.node.path.name in HOST_STATE_FILES
-            else "smoke" if "smoke_tree" in request.fixturenames else None)
-    if not XDIST_WORKER or kind is None:
-        yield
-        return
-    with _held(_run_root(tmp_path_factory) / f"{kind}.lock"):
-        yield
-
-
 def _new_smoke_build(tmp_path_factory):
     from smoke import SmokeBuild
 
@@ -138,11 +91,11 @@ def _smoke_build(request, tmp_path_factory):
     """configs/smoke.yaml's build (tests/smoke.py), started with the session's first test
     when a selected test uses ``smoke_tree``: it runs at the lowest CPU priority on what
     the tests before it leave idle, instead of in a test's setup. Stopped (its processes
-    killed) at the session's end if it is still running then. Under pytest-xdist every
-    worker collects every test, so none starts it here: the first worker whose test
-    needs the tree builds it (:func:`_shared_smoke_tree`)."""
-    if XDIST_WORKER or not any("smoke_tree" in getattr(item, "fixturenames", ())
-                               for item in request.session.items):
+    killed) at the session's end if it is still running then. Under pytest-xdist each
+    worker is a session with a tree of its own (`--dist loadfile` keeps a file's tests,
+    which change the tree and restore it, on one worker)."""
+    if not any("smoke_tree" in getattr(item, "fixturenames", ())
+               for item in request.session.items):
         yield None
         return
     build = _new_smoke_build(tmp_path_factory)
@@ -156,30 +109,9 @@ def _smoke_build(request, tmp_path_factory):
 def smoke_tree(_smoke_build, tmp_path_factory):
     """configs/smoke.yaml built once per session (interrupted, then resumed: tests/smoke.py),
     shared by tests/test_pipeline.py and tests/test_readme_commands.py."""
-    if XDIST_WORKER:
-        return _shared_smoke_tree(_run_root(tmp_path_factory))
     build = _smoke_build or _new_smoke_build(tmp_path_factory)
     try:
         return build.result()
     finally:
         if _smoke_build is None:
             build.stop()
-
-
-def _shared_smoke_tree(root: Path):
-    """The smoke tree of this pytest run: the first worker to ask builds it into ``root``
-    and records it; the others wait for the build and read the record. A worker whose
-    build failed leaves no record, so the next to ask builds afresh, in its own folder."""
-    from smoke import SmokeBuild
-
-    record = root / "smoke-tree.pickle"
-    with _held(root / "smoke-build.lock"):
-        if not record.exists():
-            work = root / f"smoke-{XDIST_WORKER}" / "work"
-            work.mkdir(parents=True)
-            build = SmokeBuild(work)
-            try:
-                record.write_bytes(pickle.dumps(build.result()))
-            finally:
-                build.stop()
-        return pickle.loads(record.read_bytes())
