@@ -1010,8 +1010,7 @@ def fit(preps: list[Prepared], eff):
     from cdfgnn.pricing.efficiency import FIT_BOUNDS
     # a stored constant outside its (possibly tightened) bounds starts on the bound, so
     # that "never worse than the start" compares with constants the fit may return
-    eff = eff.but(**{k: min(max(getattr(eff, k), low), high)
-                     for k, (low, high) in FIT_BOUNDS.items()})
+    eff = eff.within_bounds()
     base = loss(preps, eff)
     names = []
     for key in FIT_BOUNDS:                   # only what some row depends on

@@ -87,6 +87,14 @@ PHASES = {
 }
 
 
+def _settled(what, limit_s: float):
+    """``what()`` once it is empty, or what it still holds after ``limit_s`` seconds."""
+    deadline = time.monotonic() + limit_s
+    while (found := what()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_a_host_killed_at_any_phase_ends_the_run_naming_it(two_hosts, tmp_path, phase):
     case = PHASES[phase]
@@ -113,18 +121,12 @@ def test_a_host_killed_at_any_phase_ends_the_run_naming_it(two_hosts, tmp_path, 
     assert elapsed < HOST_BOUND_S, f"{phase}: host 0 ended {elapsed:.1f} s after the kill"
     assert "SIGABRT" not in err  # the ranks exited, none aborted
     assert not out.exists() and not any(out.parent.iterdir())  # no record, no partial one
-    left = [(h, two_hosts.pids(h)) for h in (0, 1)]
-    deadline = time.monotonic() + 10
-    while any(pids for _, pids in left) and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = [(h, two_hosts.pids(h)) for h in (0, 1)]
-    assert not any(pids for _, pids in left), f"processes left behind: {left}"
+    left = _settled(lambda: [(h, pids) for h in (0, 1) if (pids := two_hosts.pids(h))], 10)
+    assert not left, f"processes left behind: {left}"
     # nothing of the run's left in /dev/shm; a file another test makes meanwhile (pytest
     # runs two workers) is gone a moment later, a leaked one stays
-    deadline = time.monotonic() + 15
-    while shm_files() - shm_before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not shm_files() - shm_before, shm_files() - shm_before
+    shm_left = _settled(lambda: shm_files() - shm_before, 15)
+    assert not shm_left, shm_left
     print(f"\n{phase}: host 0's torchrun node ended {elapsed:.1f} s after host 1 was killed: "
           f"{lines[0]}")
 

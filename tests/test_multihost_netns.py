@@ -205,11 +205,11 @@ def _left_since(before: set[str]) -> set[str]:
     process: pytest's other worker may hold hosts of its own meanwhile (namespaces are
     named by their owner's pid; the owner of one a finished run left behind is this
     process or gone)."""
-    def owner_elsewhere(ns: str) -> bool:
-        pid = ns[len(netns.PREFIX):].split("-")[0]
-        return pid.isdigit() and int(pid) != os.getpid() and netns._alive(int(pid))
+    def owned_elsewhere(ns: str) -> bool:
+        pid = netns.owner(ns)
+        return pid is not None and pid != os.getpid() and netns.alive(pid)
 
-    return {ns for ns in set(netns.namespaces()) - before if not owner_elsewhere(ns)}
+    return {ns for ns in set(netns.namespaces()) - before if not owned_elsewhere(ns)}
 
 
 def _all_pids() -> list[int]:

@@ -351,9 +351,7 @@ def test_fit_never_returns_constants_worse_than_its_start(monkeypatch):
 
     from cdfgnn.pricing.efficiency import FIT_BOUNDS, load_efficiency
     preps = [_prep(), _prep(model="graphsage", source="test/x row 9")]
-    start = load_efficiency()
-    start = start.but(**{k: min(max(getattr(start, k), low), high)
-                         for k, (low, high) in FIT_BOUNDS.items()})
+    start = load_efficiency().within_bounds()
 
     def worse(fun, x, bounds, **kw):        # a 'minimum' at the box's lower corner
         far = np.array([low for low, _ in bounds])

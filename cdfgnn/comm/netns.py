@@ -189,8 +189,8 @@ def sweep_stale() -> list[str]:
     owner's pid: a process killed by SIGKILL cannot clean up); returns their names."""
     gone = []
     for ns in namespaces():
-        pid = ns[len(PREFIX):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        pid = owner(ns)
+        if pid is not None and not alive(pid):
             for p in _ip("netns", "pids", ns).stdout.split():
                 try:
                     os.kill(int(p), signal.SIGKILL)
@@ -201,7 +201,13 @@ def sweep_stale() -> list[str]:
     return gone
 
 
-def _alive(pid: int) -> bool:
+def owner(ns: str) -> int | None:
+    """The pid that made namespace ``ns`` (its tag starts with it), or None."""
+    pid = ns[len(PREFIX):].split("-")[0]
+    return int(pid) if pid.isdigit() else None
+
+
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

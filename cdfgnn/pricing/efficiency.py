@@ -81,6 +81,11 @@ class Efficiency:
     def but(self, **changes) -> "Efficiency":
         return replace(self, **changes)
 
+    def within_bounds(self) -> "Efficiency":
+        """These constants, each clipped into its :data:`FIT_BOUNDS` range."""
+        return replace(self, **{k: min(max(getattr(self, k), low), high)
+                                for k, (low, high) in FIT_BOUNDS.items()})
+
     def link(self, backend: str) -> float:
         """The link efficiency of ``backend`` (``gloo`` or ``nccl``)."""
         if backend not in BACKENDS:

@@ -53,10 +53,11 @@ layer, with ``nnz`` arcs (self loops included) and ``F`` the projected width:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from cdfgnn.comm.codecs import get_codec, is_identity
+from cdfgnn.comm.codecs import Codec, get_codec, is_identity
 from cdfgnn.cost.ledger import Ledger
 from cdfgnn.errors import CdfgnnError
 
@@ -93,17 +94,22 @@ class Wire:
     messages: int = 1
 
     def __post_init__(self) -> None:
-        get_codec(self.codec)                 # an unknown spec names the valid ones
+        self.kind                             # an unknown spec names the valid ones
         if self.messages < 1:
             raise CdfgnnError(f"wire: messages must be >= 1, got {self.messages!r}")
 
+    @cached_property
+    def kind(self) -> Codec:
+        """The engine's codec of ``codec``, parsed once."""
+        return get_codec(self.codec)
+
     @property
     def lossy(self) -> bool:
-        return not is_identity(get_codec(self.codec))
+        return not is_identity(self.kind)
 
     def row_bytes(self, w: int) -> int:
         """Bytes of one ``w``-wide row on the wire (the codec's own count)."""
-        return get_codec(self.codec).wire_bytes(1, w)
+        return self.kind.wire_bytes(1, w)
 
 
 #: float32 rows, one message per peer and direction
@@ -394,8 +400,8 @@ def _sync(led: Ledger, fwd: str, bwd: str, rank: RankShape, w: int, wire: Wire,
     (:func:`cdfgnn.comm.codecs.counted`: per operation its ``passes`` reads of the input,
     one write of the output, its launches): encode the float32 rows sent, decode the
     packed rows received."""
-    codec = get_codec(wire.codec)
-    (enc_reads, enc_calls), (dec_reads, dec_calls) = codec.passes["encode"], codec.passes["decode"]
+    passes = wire.kind.passes
+    (enc_reads, enc_calls), (dec_reads, dec_calls) = passes["encode"], passes["decode"]
     packed = wire.row_bytes(w)
     for phase, send, recv in ((fwd, rank.send_rows, rank.recv_rows),
                               (bwd, rank.recv_rows, rank.send_rows))[: 2 if backward else 1]:
