@@ -137,7 +137,8 @@ def test_staging_copies_on_gloo_only():
     topo = Topology(2, 2)
     sent = np.array([0.0, 1e9, 2e9, 0.0])            # rank 0: 1 GB to its host, 2 GB away
     staged = Cluster(gpus, get_profile("pcie4-host-staged"), topo, EFF)
-    copy = 1.0 / (host_copy_rate(gpus[0], EFF) * EFF.link_gloo)
+    # per byte: the host link's copy rate, shared by the host's 2 ranks
+    copy = 2.0 / (host_copy_rate(gpus[0], EFF) * EFF.link_gloo)
     link = staged.effective_link
     expect = (3e9 * copy + 0.5e9 * copy                        # D2H of 3 GB, H2D of 0.5 GB
               + 2e9 / (link.inter_gbps * 1e9) + link.inter_latency_s)  # only off-host bytes
@@ -147,6 +148,18 @@ def test_staging_copies_on_gloo_only():
     assert direct.send_seconds(0, sent, [0, 1, 1, 0], 0.5e9) == pytest.approx(
         1e9 / (net.intra_gbps * 1e9) + 2e9 / (net.inter_gbps * 1e9)
         + net.intra_latency_s + net.inter_latency_s)
+
+
+def test_staging_copies_share_the_host_link_between_its_ranks():
+    """A gloo rank's D2H/H2D copies run at the host link's rate / its host's ranks: the
+    same bytes cost 4x on one host of 4 ranks what they cost with one rank per host."""
+    gpus = (get_gpu("rtx3090"),) * 4
+    link = get_profile("pcie4-host-staged")
+    one_host = Cluster(gpus, link, Topology(1, 4), EFF)
+    four_hosts = Cluster(gpus, link, Topology(4, 1), EFF)
+    assert one_host.copy_seconds(0, 1e9) == pytest.approx(4 * four_hosts.copy_seconds(0, 1e9))
+    assert four_hosts.copy_seconds(0, 1e9) == pytest.approx(
+        1e9 / (host_copy_rate(gpus[0], EFF) * EFF.link_gloo))
 
 
 def test_an_exchange_pays_a_fixed_cost_per_message_sent_per_backend():
@@ -191,6 +204,9 @@ def test_shipped_constants_carry_the_network_efficiency_and_bounds_are_physical(
     assert FIT_BOUNDS["dense_flop"][1] <= 0.8
     assert all(FIT_BOUNDS[k][1] <= 1.0 for k in ("stream_bw", "spmm_bw", "host_copy_bw",
                                                   "link_gloo", "link_nccl"))
+    # a gloo message at most what the exchange path costs (benchmarks/gloo_message.py)
+    assert FIT_BOUNDS["msg_gloo_us"][1] <= 1000.0
+    assert eff == eff.within_bounds()        # the shipped constants are a fit's, in bounds
 
 
 def test_a_run_is_priced_once_on_one_cluster(tmp_path, make_graph, monkeypatch):

@@ -456,3 +456,19 @@ def test_by_repository_lines_split_each_part_by_repository():
         if rows:
             assert mine[0].startswith(f"validation {part} by repository zxmeng98/Sylvie: 2 rows")
     assert tm.by_repository(parts, "calibration", halves) == []
+
+
+def test_gloo_message_benchmark_measures_the_peers_exchange_pattern():
+    """benchmarks/gloo_message.py (the basis of msg_gloo_us's bound) runs the pattern
+    between two gloo processes and prints one positive time per line; bad arguments stop
+    it with a usage error before any process starts."""
+    import subprocess
+    script = str(ROOT / "benchmarks" / "gloo_message.py")
+    out = subprocess.run([sys.executable, script, "--ranks", "2", "--bytes", "64",
+                          "--exchanges", "20"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ranks, nbytes, us = out.stdout.strip().splitlines()[-1].split()
+    assert (ranks, nbytes) == ("2", "64") and float(us) > 0
+    bad = subprocess.run([sys.executable, script, "--ranks", "1"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--ranks >= 2" in bad.stderr

@@ -12,21 +12,22 @@ The network rules of the device model are written here, once:
 * **NIC sharing**: the inter-host bandwidth is a host's, and the ``devices_per_host``
   ranks of a host exchange halos at once, so each gets ``inter / devices_per_host``.
 * **staging** (gloo): rank r pays a device-to-host copy of the bytes it sends to other
-  ranks and a host-to-device copy of the bytes it receives, on its own host link at
-  ``host_copy_bw x link_gloo`` of the link's rate; the copies are the whole path to a
-  rank of the same host (they replace the intra-host link), and bytes to another host
-  also pay the network. nccl pays no copies.
+  ranks and a host-to-device copy of the bytes it receives, at ``host_copy_bw x
+  link_gloo`` of its host link's rate shared by the ``devices_per_host`` ranks of its
+  host, which exchange at once and whose copies and gloo's loopback transfers share the
+  host's memory and PCIe root (as NIC sharing shares the network): Sylvie's float32
+  exchange grows 2.3-2.4x from 4 to 8 GPUs on one server, as the bytes over the whole
+  host do, where a rank's own grow about 1.2x (docs/results.md, "A tenth change"). The
+  copies are the whole path to a rank of the same host (they replace the intra-host
+  link), and bytes to another host also pay the network. nccl pays no copies.
 * **fixed cost per exchange message**: every message of a full-batch halo exchange
   costs ``msg_gloo_us`` or ``msg_nccl_us`` on top (:meth:`Cluster.exchange_seconds`): the
-  software path of one point-to-point exchange in the systems the constants are fitted
-  on (pack the rows on the GPU, copy them out, which waits for the kernels queued before
-  it, send, wait for the peer, copy in). Their published exchange times show it where
-  the bytes are few: a 4-layer GAT of the PipeGCN code on PubMed (4 GPUs) spends 0.137 s
-  per epoch in exchanges of about 0.35 MB each (benchmarks/data/published_epochs_extra.csv).
-  The fitted value is not a property of every gloo path: Sylvie's 1-bit runs on an
-  RTX 3090 server spend at most 0.58 ms per message, bytes included
-  (benchmarks/data/held_out_sylvie_1bit.csv; docs/results.md, "A ninth check"). The
-  gradient all-reduce (one collective call) and the sampled track's pulls are priced
+  software path of one point-to-point exchange (pack the rows on the GPU, copy them out,
+  which waits for the kernels queued before it, send, wait for the peer, copy in). A
+  gloo message is bounded by what the path costs (:data:`~cdfgnn.pricing.efficiency.FIT_BOUNDS`:
+  at most 1 ms; `python benchmarks/gloo_message.py` measures 0.4-1.0 ms per message of
+  the peers' exchange pattern on loopback on a 2-core machine, no GPU copy included).
+  The gradient all-reduce (one collective call) and the sampled track's pulls are priced
   without it: no published row measures them apart.
 
 :meth:`Cluster.send_seconds` applies them to one rank's traffic; the full-batch epoch
@@ -81,9 +82,10 @@ class Cluster:
         return np.arange(self.topology.num_parts) // self.topology.devices_per_host
 
     def copy_seconds(self, r: int, nbytes: float) -> float:
-        """One staging copy (D2H or H2D) of ``nbytes`` on rank r's host link."""
+        """One staging copy (D2H or H2D) of ``nbytes`` on rank r's host link, whose rate
+        the ranks of its host share (module docstring)."""
         rate = host_copy_rate(self.gpus[r], self.eff) * self.eff.link("gloo")
-        return float(nbytes) / rate
+        return float(nbytes) * max(self.topology.devices_per_host, 1) / rate
 
     def send_seconds(self, r: int, bytes_to, msgs_to, received: float) -> float:
         """Seconds rank r spends on one exchange: ``bytes_to[q]`` / ``msgs_to[q]`` sent to
