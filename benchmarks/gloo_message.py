@@ -16,21 +16,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
+import tempfile
 import time
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank(rank: int, size: int, port: int, floats: int, exchanges: int, out) -> None:
+def _rank(rank: int, size: int, store: str, floats: int, exchanges: int, out) -> None:
     import torch
     import torch.distributed as dist
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=size)
+    # a file store, as the engine's launcher uses (no port to find free)
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
+                            world_size=size)
     try:
         torch.set_num_threads(1)
         send = [torch.zeros(floats) for _ in range(size)]
@@ -61,21 +56,22 @@ def _rank(rank: int, size: int, port: int, floats: int, exchanges: int, out) -> 
 def per_message_seconds(ranks: int, nbytes: int, exchanges: int) -> float:
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
-    out, port = ctx.Queue(), _free_port()
-    procs = [ctx.Process(target=_rank, args=(r, ranks, port, max(nbytes // 4, 1), exchanges, out))
-             for r in range(ranks)]
-    for p in procs:
-        p.start()
-    try:
-        value = out.get(timeout=600)
-    finally:
+    out = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [ctx.Process(target=_rank, args=(r, ranks, os.path.join(tmp, "store"),
+                                                 max(nbytes // 4, 1), exchanges, out))
+                 for r in range(ranks)]
         for p in procs:
-            p.join(timeout=60)
+            p.start()
+        for p in procs:                       # rank 0's one float is queued before it exits
+            p.join(timeout=600)
+        for p in procs:
             if p.is_alive():
                 p.kill()
-    if any(p.exitcode for p in procs):
-        raise SystemExit(f"gloo_message: a rank exited with {[p.exitcode for p in procs]}")
-    return value
+                p.join()
+    if any(p.exitcode for p in procs) or out.empty():
+        raise SystemExit(f"gloo_message: ranks exited with {[p.exitcode for p in procs]}")
+    return out.get()
 
 
 def main(argv=None) -> int:

@@ -25,7 +25,7 @@ The network rules of the device model are written here, once:
   software path of one point-to-point exchange (pack the rows on the GPU, copy them out,
   which waits for the kernels queued before it, send, wait for the peer, copy in). A
   gloo message is bounded by what the path costs (:data:`~cdfgnn.pricing.efficiency.FIT_BOUNDS`:
-  at most 1 ms; `python benchmarks/gloo_message.py` measures 0.4-1.0 ms per message of
+  at most 1 ms; `python benchmarks/gloo_message.py` measures 0.1-1.0 ms per message of
   the peers' exchange pattern on loopback on a 2-core machine, no GPU copy included).
   The gradient all-reduce (one collective call) and the sampled track's pulls are priced
   without it: no published row measures them apart.

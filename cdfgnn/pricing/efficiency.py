@@ -35,7 +35,7 @@ from cdfgnn.fileio import read_yaml_mapping
 EFFICIENCY_FILE = Path(__file__).with_name("efficiency.yaml")
 FRACTIONS = ("dense_flop", "stream_bw", "spmm_bw", "host_copy_bw", "link_gloo", "link_nccl")
 #: the range a fit may give each constant (low, high); a gloo exchange message at most
-#: 1 ms: the peers' exchange pattern costs 0.4-1.0 ms per message on loopback on a 2-core
+#: 1 ms: the peers' exchange pattern costs 0.1-1.0 ms per message on loopback on a 2-core
 #: machine (`python benchmarks/gloo_message.py`, no GPU copy), and Sylvie's 1-bit runs
 #: spend at most 0.58 ms per message, bytes included (docs/results.md, "A tenth change")
 FIT_BOUNDS = {"dense_flop": (0.05, 0.8), "stream_bw": (0.1, 1.0), "spmm_bw": (0.05, 1.0),
