@@ -228,7 +228,8 @@ def _torchrun_vs_process(tmp_path, device: str, tol: float = 1e-5) -> dict:
             "--epochs", str(TINY["epochs"]), "--warmup", "1", "--device", device,
             "--out", str(out)]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           "2", "-m", "cdfgnn.cli", "train", *args, "--launcher", "torchrun"]
+           "2", "--log-dir", str(tmp_path / "torchelastic"), "-m", "cdfgnn.cli", "train", *args,
+           "--launcher", "torchrun"]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=_env(),
                          timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]

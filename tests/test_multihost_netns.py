@@ -33,6 +33,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,6 +80,7 @@ def test_methods_across_hosts_equal_their_one_machine_runs(tmp_path):
 
     _needs_namespaces()
     before = set(netns.namespaces())
+    elastic_before = _torchelastic_folders()
     res = subprocess.run([sys.executable, str(BENCH), "--only", "exact", "rapidgnn", "--no-probe",
                           *[f"--{k}={v}" for k, v in BENCH_RUN.items()], "--keep",
                           str(tmp_path)], capture_output=True, text=True, timeout=600)
@@ -87,6 +89,10 @@ def test_methods_across_hosts_equal_their_one_machine_runs(tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert lines[-1] == "multi-host: 2 of 2 methods equal to their one-machine runs"
     assert not _left_since(before)  # the benchmark removed its namespaces
+    # torchrun's own files went to the run's folder, none to /tmp (where it never
+    # removes them)
+    assert (tmp_path / "torchelastic").is_dir()
+    assert not _torchelastic_folders() - elastic_before
     for name, track in (("exact", "full-batch"), ("rapidgnn", "minibatch")):
         row = next(ln.split() for ln in lines if ln.startswith(name + " "))
         assert row[1:3] == [track, "yes"], row
@@ -210,6 +216,11 @@ def _left_since(before: set[str]) -> set[str]:
         return pid is not None and pid != os.getpid() and netns.alive(pid)
 
     return {ns for ns in set(netns.namespaces()) - before if not owned_elsewhere(ns)}
+
+
+def _torchelastic_folders() -> set[str]:
+    """The folders torchrun makes in the temporary directory when it has no --log-dir."""
+    return {p.name for p in Path(tempfile.gettempdir()).glob("torchelastic_*")}
 
 
 def _all_pids() -> list[int]:

@@ -18,8 +18,11 @@ TIMEOUT_S = 60
 
 
 def start(hosts, host: int, script: list[str], run_id: str, log: Path) -> subprocess.Popen:
-    """Node ``host`` of a 2 x 2 torchrun job running ``script``, logs ``log.out/.err``."""
-    return hosts.torchrun(host, script, run_id, log, job_env(ROOT, OMP_NUM_THREADS="1"))
+    """Node ``host`` of a 2 x 2 torchrun job running ``script``, logs ``log.out/.err``;
+    its temporary folders in ``log``'s folder: a host these tests kill cannot remove its
+    ranks' working folders, and they should not pile up in /tmp."""
+    return hosts.torchrun(host, script, run_id, log,
+                          job_env(ROOT, OMP_NUM_THREADS="1", TMPDIR=str(log.parent)))
 
 
 def train_args(out: Path, run: dict, **extra) -> list[str]:

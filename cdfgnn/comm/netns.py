@@ -160,8 +160,10 @@ class TwoHosts:
             set(self.ifaces) & set(links()))
 
     def torchrun_command(self, host: int, script: list[str], run_id: str,
-                         nproc: int = 2) -> list[str]:
-        """Node ``host`` of a ``2 x nproc`` torchrun job; node 0 hosts the c10d rendezvous."""
+                         nproc: int = 2, log_dir: Path | None = None) -> list[str]:
+        """Node ``host`` of a ``2 x nproc`` torchrun job; node 0 hosts the c10d rendezvous.
+        ``log_dir``: torchrun's own folder (its workers' error files); without one it makes
+        a ``torchelastic_*`` folder in the temporary directory and never removes it."""
         return ["ip", "netns", "exec", self.netns[host], sys.executable, "-m",
                 "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", str(nproc),
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{ADDRS[0]}:{RDZV_PORT}",
@@ -169,15 +171,18 @@ class TwoHosts:
                 "--rdzv-conf", f"is_host={int(host == 0)},join_timeout=120",
                 # --local-addr: the node's address in the rendezvous (node ranks sort by it)
                 "--local-addr", ADDRS[host], "--max-restarts", "0",
-                "--monitor-interval", "0.2", *script]
+                "--monitor-interval", "0.2",
+                *(["--log-dir", str(log_dir)] if log_dir is not None else []), *script]
 
     def torchrun(self, host: int, script: list[str], run_id: str, log: Path,
                  env: Mapping[str, str], nproc: int = 2) -> subprocess.Popen:
         """Start node ``host`` (see :meth:`torchrun_command`) with ``env`` plus gloo's
         interface, stdout/stderr to ``log`` with suffixes ``.out``/``.err``, in ``log``'s
-        folder, in a session of its own."""
+        folder (torchrun's own files in its ``torchelastic`` subfolder), in a session of
+        its own."""
         env = {**env, "GLOO_SOCKET_IFNAME": self.ifaces[host]}
-        cmd = self.torchrun_command(host, script, run_id, nproc)
+        cmd = self.torchrun_command(host, script, run_id, nproc,
+                                    log_dir=log.parent / "torchelastic")
         with open(log.with_suffix(".out"), "w") as out, \
                 open(log.with_suffix(".err"), "w") as err:
             return subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=log.parent,
