@@ -126,8 +126,12 @@ class SmokeBuild:
         self.work, self.pattern, self.count = work, pattern, count
         self.args = ["--snakefile", str(REPO / "Snakefile"), "-d", str(work),
                      "--configfile", str(REPO / "configs" / "smoke.yaml"), "--cores", "2"]
-        # the environment now, in this thread: the tests running meanwhile may patch it
-        self._env = tool_env()
+        # the environment now, in this thread: the tests running meanwhile may patch it;
+        # temporary folders beside the tree: snakemake interrupted by Ctrl-C leaves its
+        # own behind, which should not pile up in /tmp
+        tmp = work.parent / f"{work.name}-tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        self._env = {**tool_env(), "TMPDIR": str(tmp)}
         self._waited_since: float | None = None    # set by result()
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None

@@ -19,6 +19,18 @@ from cdfgnn.models.propagate import FullGraphPropagator
 pytestmark = pytest.mark.crosscheck
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _generated_modules_in_a_test_folder(tmp_path_factory):
+    """PyG writes each conv's generated module to the temporary directory and never
+    removes it (torch_geometric/template.py, ``delete=False``): keep them in pytest's
+    folder instead of /tmp."""
+    import tempfile
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("pyg-modules"))
+    yield
+    tempfile.tempdir = saved
+
+
 def _import_dgl():
     sys.modules.setdefault("dgl.graphbolt", types.ModuleType("dgl.graphbolt"))
     try:
