@@ -159,11 +159,11 @@ class TwoHosts:
         return bool(set(self.netns) & set(namespaces())) or bool(
             set(self.ifaces) & set(links()))
 
-    def torchrun_command(self, host: int, script: list[str], run_id: str,
-                         nproc: int = 2, log_dir: Path | None = None) -> list[str]:
+    def torchrun_command(self, host: int, script: list[str], run_id: str, log_dir: Path,
+                         nproc: int = 2) -> list[str]:
         """Node ``host`` of a ``2 x nproc`` torchrun job; node 0 hosts the c10d rendezvous.
-        ``log_dir``: torchrun's own folder (its workers' error files); without one it makes
-        a ``torchelastic_*`` folder in the temporary directory and never removes it."""
+        ``log_dir``: torchrun's own folder (its workers' error files), which it otherwise
+        makes in the temporary directory (``torchelastic_*``) and never removes."""
         return ["ip", "netns", "exec", self.netns[host], sys.executable, "-m",
                 "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", str(nproc),
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{ADDRS[0]}:{RDZV_PORT}",
@@ -171,8 +171,7 @@ class TwoHosts:
                 "--rdzv-conf", f"is_host={int(host == 0)},join_timeout=120",
                 # --local-addr: the node's address in the rendezvous (node ranks sort by it)
                 "--local-addr", ADDRS[host], "--max-restarts", "0",
-                "--monitor-interval", "0.2",
-                *(["--log-dir", str(log_dir)] if log_dir is not None else []), *script]
+                "--monitor-interval", "0.2", "--log-dir", str(log_dir), *script]
 
     def torchrun(self, host: int, script: list[str], run_id: str, log: Path,
                  env: Mapping[str, str], nproc: int = 2) -> subprocess.Popen:
@@ -181,8 +180,7 @@ class TwoHosts:
         folder (torchrun's own files in its ``torchelastic`` subfolder), in a session of
         its own."""
         env = {**env, "GLOO_SOCKET_IFNAME": self.ifaces[host]}
-        cmd = self.torchrun_command(host, script, run_id, nproc,
-                                    log_dir=log.parent / "torchelastic")
+        cmd = self.torchrun_command(host, script, run_id, log.parent / "torchelastic", nproc)
         with open(log.with_suffix(".out"), "w") as out, \
                 open(log.with_suffix(".err"), "w") as err:
             return subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=log.parent,
