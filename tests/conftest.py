@@ -110,14 +110,15 @@ def _new_smoke_build(tmp_path_factory):
     return SmokeBuild(work)
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def _smoke_build(request, tmp_path_factory):
-    """configs/smoke.yaml's build (tests/smoke.py), started with the session's first test
-    when a selected test uses ``smoke_tree``: it runs at the lowest CPU priority on what
-    the tests before it leave idle, instead of in a test's setup. Stopped (its processes
-    killed) at the session's end if it is still running then. Under pytest-xdist each
-    worker is a session of its own and starts one; the files on the tree share a worker
-    (:func:`pytest_xdist_make_scheduler`), and the other's build uses only idle CPU."""
+    """configs/smoke.yaml's build (tests/smoke.py), started with the first test of a file
+    on the tree (:func:`_smoke_build_starts_with_its_files`) when a selected test uses
+    ``smoke_tree``: it runs at the lowest CPU priority on what the tests before it leave
+    idle, instead of in a test's setup. Stopped (its processes killed) at the session's
+    end if it is still running then. Under pytest-xdist each worker is a session of its
+    own; the files on the tree share a worker (:func:`pytest_xdist_make_scheduler`), so
+    only that worker builds."""
     if not any("smoke_tree" in getattr(item, "fixturenames", ())
                for item in request.session.items):
         yield None
@@ -127,6 +128,14 @@ def _smoke_build(request, tmp_path_factory):
         yield build
     finally:
         build.stop()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _smoke_build_starts_with_its_files(request):
+    """Start the smoke build at the first test of a file on the smoke tree
+    (:data:`SHARED_WORKER`), so that a worker which runs none of them builds nothing."""
+    if SHARED_WORKER.get(request.path.name) == "smoke-tree":
+        request.getfixturevalue("_smoke_build")
 
 
 @pytest.fixture(scope="session")
