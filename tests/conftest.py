@@ -114,9 +114,9 @@ def _new_smoke_build(tmp_path_factory):
 def _smoke_build(request, tmp_path_factory):
     """configs/smoke.yaml's build (tests/smoke.py), started with the first test of a file
     on the tree (:func:`_smoke_build_starts_with_its_files`) when a selected test uses
-    ``smoke_tree``: it runs at the lowest CPU priority on what the tests before it leave
-    idle, instead of in a test's setup. Stopped (its processes killed) at the session's
-    end if it is still running then. Under pytest-xdist each worker is a session of its
+    ``smoke_tree``: it runs beside the tests before the first that needs it, instead of
+    in that test's setup. Stopped (its processes killed) at the session's end if it is
+    still running then. Under pytest-xdist each worker is a session of its
     own; the files on the tree share a worker (:func:`pytest_xdist_make_scheduler`), so
     only that worker builds."""
     if not any("smoke_tree" in getattr(item, "fixturenames", ())

@@ -82,16 +82,13 @@ def planned_files(output: str) -> set[str]:
 #: background (`pytest &`) starts it with SIGINT ignored, which snakemake would inherit
 #: and so never see the Ctrl-C. (An exec, not a preexec_fn: the build starts from a
 #: thread, where a preexec_fn may deadlock.) It stays in this session: on Linux each
-#: session is a scheduling group of its own ("autogroup"), within which alone a
-#: niceness ranks processes, so a new session would compete with the tests as an equal.
+#: session is a scheduling group of its own ("autogroup"), so a session of its own
+#: would get as much CPU as all the tests together.
 _LAUNCH = ("import os, signal, sys; os.setpgid(0, 0); "
            "signal.signal(signal.SIGINT, signal.SIG_DFL); "
            "os.execv(sys.executable, [sys.executable, '-m', 'snakemake', *sys.argv[1:]])")
 #: Popen closes the race with os.setpgid above where it can (Python 3.11+)
 _OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {}
-#: the niceness a background build runs at (and, on Linux, the SCHED_IDLE policy): it
-#: takes only what the tests leave idle
-BACKGROUND_NICE = 19
 
 
 @dataclass
@@ -109,13 +106,12 @@ class SmokeBuild:
     """configs/smoke.yaml built into ``work`` in a thread of its own, started at once:
     interrupted like Ctrl-C once ``count`` partitionings are written, then resumed.
 
-    Until :meth:`result` is called its processes run at niceness 19 and, on Linux, in the
-    SCHED_IDLE policy, so they use only the CPU the tests running meanwhile leave idle
-    (the suite's tests are mostly one process on a 2-core machine) and slow none of
-    them; :meth:`result` gives them this process's own priority back (where the OS lets
-    it: root may, others stay low) and waits. The hang limits (``LIMIT_S``) count from
-    that call, not before: in the background the build may wait behind the tests for as
-    long as they keep the cores.
+    It runs at the tests' own priority beside the tests that come before the first one
+    needing it (the files on the tree start it: tests/conftest.py), so the worker that
+    waits for it, the suite's longest, waits less; measured with three workers, 450 s for
+    the suite against 488 s with the build at the lowest priority until it was needed. The
+    hang limits (``LIMIT_S``) count from :meth:`result`'s call, not before: until then
+    the build shares the cores with the tests.
     """
 
     #: seconds to reach the interruption, to stop after it, and for the resumed run
@@ -142,16 +138,10 @@ class SmokeBuild:
         self._thread.start()
 
     def result(self) -> SmokeTree:
-        """Wait for the build (at this process's priority from now on) and return it."""
+        """Wait for the build and return it."""
         with self._lock:
             if self._waited_since is None:
                 self._waited_since = time.monotonic()
-                if self._proc is not None:
-                    own = os.getpriority(os.PRIO_PROCESS, 0)
-                    # twice: a job forked meanwhile by a thread not yet done is found
-                    for _ in range(2):
-                        for tid in _group_threads(self._proc.pid):
-                            _set_priority(tid, own, idle=False)
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -188,8 +178,6 @@ class SmokeBuild:
             self._proc = subprocess.Popen(
                 [str(BIN / "python"), "-c", _LAUNCH, *self.args], env=self._env, cwd=REPO,
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, text=True, **_OWN_GROUP)
-            if self._waited_since is None:   # its jobs inherit the priority
-                _set_priority(self._proc.pid, BACKGROUND_NICE, idle=True)
             return self._proc
 
     def _interrupted_run(self) -> dict[Path, float]:
@@ -240,35 +228,3 @@ def _kill_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
-
-
-def _set_priority(tid: int, niceness: int, idle: bool) -> None:
-    """Thread ``tid`` (a process: its main thread) at ``niceness`` and, where the OS has it
-    (Linux), in the SCHED_IDLE policy (``idle``: it runs only on a core nothing else
-    wants) or back in the normal one; threads and processes it starts inherit both. A
-    process may lower its own priority, not raise it again without privilege (root), so
-    elsewhere a build started in the background stays there."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, niceness)
-        if hasattr(os, "sched_setscheduler"):
-            os.sched_setscheduler(tid, os.SCHED_IDLE if idle else os.SCHED_OTHER,
-                                  os.sched_param(0))
-    except OSError:       # not permitted, or the thread is gone
-        pass
-
-
-def _group_threads(pgid: int) -> list[int]:
-    """Every thread of process group ``pgid`` (Linux's /proc; elsewhere its leader
-    alone). Linux sets a niceness and a policy per thread."""
-    if not os.path.isdir("/proc"):
-        return [pgid]
-    threads = []
-    for entry in os.listdir("/proc"):
-        try:
-            # /proc/PID/stat: "PID (COMMAND) STATE PPID PGRP ..."; COMMAND may hold spaces
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            if int(stat[2]) == pgid:
-                threads += [int(t) for t in os.listdir(f"/proc/{entry}/task")]
-        except (OSError, IndexError, ValueError):   # not a process, or gone meanwhile
-            continue
-    return threads
