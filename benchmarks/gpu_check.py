@@ -156,29 +156,44 @@ def predicted(fn, profile: str | None, share=None) -> tuple[float | None, dict]:
     return price(led, get_gpu(profile), share=share)["total"], totals
 
 
-def stage_kernels(report: Report) -> None:
-    from cdfgnn.partition.locality import arc_share
-    from cdfgnn.data.datasets import get_graph
+def gcn_matrix(indptr: np.ndarray, indices: np.ndarray, dev):
+    """The engine's GCN-normalised CSR operator of the graph (``indptr``, ``indices``)."""
     from cdfgnn.models.propagate import SparseMatrix, norm_values
+
+    n = len(indptr) - 1
+    deg = np.maximum(np.diff(indptr), 1)       # an isolated vertex has no arc to weigh
+    return SparseMatrix(indptr, indices, norm_values("gcn", deg, deg, indptr, indices),
+                        (n, n), device=dev)
+
+
+def spmm_rows(report: Report, indptr: np.ndarray, indices: np.ndarray, dev, gen,
+              label: str = "") -> None:
+    """One row per width of :data:`WIDTHS`: the SpMM of :func:`gcn_matrix`, measured and
+    priced with the matrix's column locality."""
+    from cdfgnn.partition.locality import arc_share
+
+    n, nnz = len(indptr) - 1, int(len(indices))
+    sm, share = gcn_matrix(indptr, indices, dev), arc_share(indices, n)
+    for w in WIDTHS:
+        h = torch.randn(n, w, device=dev, generator=gen)
+        fn = lambda: sm @ h  # noqa: E731
+        pred, _ = predicted(fn, report.profile, share)
+        report.row("kernels", f"SpMM {n}x{n} ({nnz} arcs) x width {w}{label}", cuda_median(fn),
+                   pred, width=w, nnz=nnz)
+
+
+def stage_kernels(report: Report) -> None:
+    from cdfgnn.data.datasets import get_graph
 
     t0 = time.perf_counter()
     g = get_graph(DATASET, scale=SCALE, seed=0)
-    deg = np.diff(g.indptr)
-    vals = norm_values("gcn", deg, deg, g.indptr, g.indices)
     dev = torch.device(DEVICE)
-    sm = SparseMatrix(g.indptr, g.indices, vals, (g.num_nodes, g.num_nodes), device=dev)
     x = torch.from_numpy(np.asarray(g.x, dtype=np.float32)).to(dev)
     print(f"gpu_check: {DATASET} {SCALE}: {g.num_nodes} vertices, {len(g.indices)} arcs, "
           f"{x.shape[1]} features (built in {time.perf_counter() - t0:.1f} s)", flush=True)
     gen = torch.Generator(device=dev)
     gen.manual_seed(0)
-    share = arc_share(g.indices, g.num_nodes)
-    for w in WIDTHS:
-        h = torch.randn(g.num_nodes, w, device=dev, generator=gen)
-        fn = lambda: sm @ h  # noqa: E731
-        pred, _ = predicted(fn, report.profile, share)
-        report.row("kernels", f"SpMM {g.num_nodes}x{g.num_nodes} ({len(g.indices)} arcs) "
-                   f"x width {w}", cuda_median(fn), pred, width=w, nnz=int(len(g.indices)))
+    spmm_rows(report, g.indptr, g.indices, dev, gen)
     stage_community_order(report, g, dev, gen)
     for w in WIDTHS:
         wt = torch.randn(x.shape[1], w, device=dev, generator=gen)
@@ -205,41 +220,25 @@ def community_ids(name: str, num_nodes: int) -> np.ndarray | None:
     return hierarchy.pos
 
 
-def renumbered(indptr: np.ndarray, indices: np.ndarray, new_id: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """The symmetric CSR of the same graph with vertex v numbered ``new_id[v]``."""
+def renumbered(g, new_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The symmetric CSR of graph ``g`` with vertex v numbered ``new_id[v]``."""
     from cdfgnn.data.graph import csr_from_edges
 
-    src = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-    return csr_from_edges(new_id[src], new_id[np.asarray(indices)], len(indptr) - 1)
+    return csr_from_edges(new_id[g.row_of_arcs()], new_id[np.asarray(g.indices)], g.num_nodes)
 
 
 def stage_community_order(report: Report, g, dev, gen) -> None:
     """The kernel stage's SpMMs on ``g`` stored in community order (:func:`community_ids`)."""
-    from cdfgnn.models.propagate import SparseMatrix, norm_values
-    from cdfgnn.partition.locality import arc_share
-
     new_id = community_ids(DATASET, g.num_nodes)
     if new_id is None:
         print(f"gpu_check: {DATASET} is not a twin: no community order, its SpMM rows skipped")
         return
-    indptr, indices = renumbered(np.asarray(g.indptr), np.asarray(g.indices), new_id)
-    deg = np.diff(indptr)
-    sm = SparseMatrix(indptr, indices, norm_values("gcn", deg, deg, indptr, indices),
-                      (g.num_nodes, g.num_nodes), device=dev)
-    share = arc_share(indices, g.num_nodes)
-    for w in WIDTHS:
-        h = torch.randn(g.num_nodes, w, device=dev, generator=gen)
-        fn = lambda: sm @ h  # noqa: E731
-        pred, _ = predicted(fn, report.profile, share)
-        report.row("kernels", f"SpMM {g.num_nodes}x{g.num_nodes} ({len(indices)} arcs) "
-                   f"x width {w}, community order", cuda_median(fn), pred, width=w,
-                   nnz=int(len(indices)))
+    indptr, indices = renumbered(g, new_id)
+    spmm_rows(report, indptr, indices, dev, gen, label=", community order")
 
 
 def stage_fixed_costs(report: Report, g, dev, gen) -> None:
     """Per-call cost of calls too small to be bound by memory or arithmetic."""
-    from cdfgnn.models.propagate import SparseMatrix, norm_values
     from cdfgnn.twins.measure import induced
 
     a = torch.randn(1024, device=dev, generator=gen)
@@ -248,12 +247,10 @@ def stage_fixed_costs(report: Report, g, dev, gen) -> None:
     pred, _ = predicted(fn, report.profile)
     report.row("kernels", "tiny add (1,024 floats), wall per call in a chain of 1,000",
                chain_per_call(fn), pred)
-    n = 2708                                 # Cora's vertex count: the first rows of the twin
+    n = min(2708, g.num_nodes)               # Cora's vertex count: the first rows of the twin
     indptr, indices = induced(np.asarray(g.indptr), np.asarray(g.indices),
                               np.arange(g.num_nodes) < n)
-    deg = np.maximum(np.diff(indptr), 1)
-    vals = norm_values("gcn", deg, deg, indptr, indices)
-    sm = SparseMatrix(indptr, indices, vals, (n, n), device=dev)
+    sm = gcn_matrix(indptr, indices, dev)
     h = torch.randn(n, 16, device=dev, generator=gen)
     fn = lambda: sm @ h  # noqa: E731
     pred, _ = predicted(fn, report.profile)

@@ -60,7 +60,7 @@ def test_community_order_renumbers_the_same_graph_with_its_blocks_together(monke
     g = get_graph("synth-reddit", scale="small", seed=0)
     new_id = mod.community_ids("synth-reddit", g.num_nodes)
     assert np.array_equal(np.sort(new_id), np.arange(g.num_nodes))
-    indptr, indices = mod.renumbered(g.indptr, g.indices, new_id)
+    indptr, indices = mod.renumbered(g, new_id)
     src = np.repeat(np.arange(g.num_nodes), np.diff(g.indptr))
     old_pairs = np.sort(new_id[src] * g.num_nodes + new_id[g.indices])
     new_src = np.repeat(np.arange(g.num_nodes), np.diff(indptr))

@@ -85,7 +85,7 @@ class Cluster:
         """One staging copy (D2H or H2D) of ``nbytes`` on rank r's host link, whose rate
         the ranks of its host share (module docstring)."""
         rate = host_copy_rate(self.gpus[r], self.eff) * self.eff.link("gloo")
-        return float(nbytes) * max(self.topology.devices_per_host, 1) / rate
+        return float(nbytes) * self.topology.devices_per_host / rate
 
     def send_seconds(self, r: int, bytes_to, msgs_to, received: float) -> float:
         """Seconds rank r spends on one exchange: ``bytes_to[q]`` / ``msgs_to[q]`` sent to
