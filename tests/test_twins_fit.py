@@ -150,6 +150,36 @@ def test_fit_recovers_a_known_reach():
         fit_locality(start, [], n=8000)
 
 
+
+def test_direct_fit_recovers_a_known_reach_without_the_surrogate():
+    """``rounds=1`` with METIS steps (what ``--twin-of`` runs on graphs it can afford to
+    partition 20 times and more): Nelder-Mead on METIS alone lands near the reach that made
+    the targets, and never partitions the same parameters twice (its start included)."""
+    base = TWINS["synth-arxiv"]
+    truth = dataclasses.replace(base, reach=0.02, decay=1.0, hub_reach=0.5)
+    probe = [Point("halo", p, 1.0) for p in (2, 4, 8)]
+    values = generated_values(truth, 4000, probe)
+    pts = [dataclasses.replace(p, value=float(v)) for p, v in zip(probe, values)]
+    start = dataclasses.replace(truth, reach=0.005)
+    res = fit_locality(start, pts, n=4000, free=("reach",), rounds=1, direct_evals=20)
+    assert 0.5 < res.params["reach"] / 0.02 < 2.0
+    assert res.surrogate_evals == 0          # no surrogate step: checks only
+    seen = [c["params"]["reach"] for c in res.checks]
+    assert len(seen) == len(set(seen)) and 2 < len(seen) <= 21
+
+
+def test_twin_of_partitions_directly_while_25_steps_are_affordable():
+    """The direct fit takes up to 60 METIS steps and at most 30M arcs in all; a graph
+    too large for 25 steps gets the surrogate fit (0 direct steps)."""
+    from cdfgnn.twins.of_graph import (DIRECT_ARC_EVALS, DIRECT_EVALS, MIN_DIRECT_EVALS,
+                                       direct_steps)
+
+    assert direct_steps(10_000) == DIRECT_EVALS
+    assert direct_steps(600_000) == DIRECT_ARC_EVALS // 600_000 == 50
+    assert direct_steps(DIRECT_ARC_EVALS / MIN_DIRECT_EVALS) == MIN_DIRECT_EVALS
+    assert direct_steps(DIRECT_ARC_EVALS / MIN_DIRECT_EVALS + 1) == 0
+
+
 def test_twin_halo_counts_cache_and_regimes(tmp_path, monkeypatch):
     h = halo_api.twin_halo("synth-arxiv", 4, "transductive", nodes=5000, cache_dir=tmp_path)
     assert sum(h.owned) == h.part_nodes == 5000 and h.nodes == 5000

@@ -20,7 +20,10 @@ alternates two stages (space mapping):
 
 After ``rounds`` checks (or once every point is within ``tol``), the parameters whose
 *METIS* values had the smallest objective are returned, with every check's values.
-Parameters not in ``free`` keep the spec's values.
+Parameters not in ``free`` keep the spec's values. ``direct_evals`` adds Nelder-Mead steps
+on METIS itself after the checks; with ``rounds=1`` the fit is those steps alone (what
+``cdfgnn prepare --twin-of`` runs where a METIS step is cheap: docs/twins.md, "A twin of
+any graph").
 """
 from __future__ import annotations
 
@@ -157,12 +160,16 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
         return surrogate_values(with_params(spec, _decode(x, free)), n, points, seed=seed,
                                 draws=draws, skeleton=skeleton)
 
-    def check(x: np.ndarray, rnd: int) -> dict:
+    def check(x: np.ndarray, rnd: int, corrects: bool = True) -> dict:
+        """METIS at x; ``corrects``: also the surrogate's correction for the next round
+        (the direct stage and a fit without rounds need none)."""
         params = _decode(x, free)
         got = measure(with_params(spec, params))
-        sur = surrogate(x)
-        out = {"round": rnd, "x": x, "params": _full(spec, params), "metis": got,
-               "corr": np.where(sur > 0, got / np.maximum(sur, 1e-12), 1.0),
+        corr = np.ones_like(got)
+        if corrects:
+            sur = surrogate(x)
+            corr = np.where(sur > 0, got / np.maximum(sur, 1e-12), 1.0)
+        out = {"round": rnd, "x": x, "params": _full(spec, params), "metis": got, "corr": corr,
                "objective": _objective(got, points) + penalty(x)}
         if log:
             ratio = " ".join(f"{g / p.value:.3f}" for g, p in zip(got, points))
@@ -170,7 +177,7 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
                 f"twin/target {ratio}")
         return out
 
-    best = check(_encode(spec, free), 0)
+    best = check(_encode(spec, free), 0, corrects=rounds > 1)
     checks = [best]
     radius = TRUST_START
     lo_b = np.array([_enc_bound(k, 0) for k in free])
@@ -184,21 +191,22 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
                        method="Nelder-Mead", bounds=bounds,
                        options={"xatol": 1e-3, "fatol": 1e-6, "maxfev": 80 * len(free),
                                 "initial_simplex": _simplex(best["x"], radius, lo_b, hi_b)})
-        got = check(res.x, rnd)
+        got = check(res.x, rnd, corrects=rnd < rounds - 1)
         checks.append(got)
         if got["objective"] < best["objective"]:
             best, radius = got, min(radius * 1.5, TRUST_START)
         else:
             radius *= 0.4
     if direct_evals > 0 and free and not _within(best["metis"], points, tol):
-        memo: dict[tuple, dict] = {}
+        # Nelder-Mead evaluates its start first: that is the best check already
+        memo: dict[tuple, dict] = {_memo_key(best["x"]): best}
 
         def direct(x: np.ndarray) -> float:
-            key = tuple(np.round(x, 6))
-            if key not in memo:
-                memo[key] = check(np.asarray(x, dtype=np.float64), len(checks))
-                checks.append(memo[key])
-            return memo[key]["objective"]
+            k = _memo_key(x)
+            if k not in memo:
+                memo[k] = check(np.asarray(x, dtype=np.float64), len(checks), corrects=False)
+                checks.append(memo[k])
+            return memo[k]["objective"]
 
         step = min(radius, 0.5)
         minimize(direct, best["x"], method="Nelder-Mead", bounds=list(zip(lo_b, hi_b)),
@@ -209,6 +217,10 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
                      checks=[{k: (v.tolist() if isinstance(v, np.ndarray) else v)
                               for k, v in c.items() if k != "x"} for c in checks],
                      cpu_seconds=time.process_time() - t0, surrogate_evals=evals)
+
+
+def _memo_key(x: np.ndarray) -> tuple:
+    return tuple(np.round(x, 6))
 
 
 def _within(values: np.ndarray, points: Sequence[Point], tol: float) -> bool:

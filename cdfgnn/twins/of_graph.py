@@ -10,7 +10,11 @@
    :data:`DEFAULT_LABELS`.
 2. **Fit** the three locality parameters (:func:`cdfgnn.twins.fit.fit_locality`) to the
    six METIS points at ``min(N, FIT_NODES)`` vertices (the size rule carries them to any
-   size: docs/twins.md).
+   size: docs/twins.md): Nelder-Mead on METIS itself from the registered twins' median
+   (:func:`direct_steps`: up to 60 steps, fewer on larger graphs), or, on graphs too large
+   for 25 steps, the surrogate fit with METIS checks. The direct fit is the better one
+   where it is affordable: the surrogate's planted-partition estimate can lead it to a
+   region where METIS on the twin is unstable (docs/twins.md, "A twin of any graph").
 3. **Generate** the twin at ``scale`` vertices with planted features and labels, as the
    registered twins are; its meta holds what was measured and the fit.
 
@@ -40,10 +44,19 @@ FIT_DRAWS = 250_000
 #: weight of the edge-cut points (the halo copies are what the twin must match; the cut
 #: pins hub_reach)
 CUT_WEIGHT = 0.25
-#: below this many arcs at the fit's size a METIS check costs well under a second: the
-#: fit ends with DIRECT_EVALS steps on METIS itself
-DIRECT_ARCS = 400_000
+#: METIS steps of the direct fit: at most DIRECT_EVALS, and at most DIRECT_ARC_EVALS arcs
+#: (at the fit's size) generated and partitioned in all; a step costs about 1.2 s of CPU
+#: here on a graph of 490,000 arcs (generation and METIS at P = 2, 4, 8)
 DIRECT_EVALS = 60
+DIRECT_ARC_EVALS = 30_000_000
+#: fewer direct steps than this (more than 1.2M arcs at the fit's size) and the fit runs
+#: on the surrogate instead. Measured (docs/twins.md): on a graph of 990,000 arcs, 30 steps
+#: took 63 s of CPU and the surrogate 148 s, equally good; on a 1M-vertex graph (1.38M
+#: arcs at the fit's 100,000 vertices) 21 steps left the twin 15-24% low at P = 2-8, the
+#: surrogate within 13%
+MIN_DIRECT_EVALS = 25
+#: METIS checks of the surrogate fit (the graphs too large for MIN_DIRECT_EVALS steps)
+SURROGATE_ROUNDS = 4
 #: smallest graph a twin is fitted to (METIS at P = 8 needs parts of a few hundred)
 MIN_SOURCE_NODES = 1_000
 #: planted labels of a graph without real ones
@@ -123,6 +136,13 @@ def fit_points(measured: dict[str, Any]) -> list[Point]:
     return pts
 
 
+def direct_steps(arcs: float) -> int:
+    """METIS steps of the direct fit for a graph of ``arcs`` arcs at the fit's size, or 0
+    where it would take fewer than MIN_DIRECT_EVALS (the surrogate fit runs instead)."""
+    steps = min(DIRECT_EVALS, int(DIRECT_ARC_EVALS // max(arcs, 1.0)))
+    return steps if steps >= MIN_DIRECT_EVALS else 0
+
+
 def twin_of(graph: Graph, scale: str | int, *, seed: int = 0, name: str | None = None,
             log: Callable[[str], None] | None = None) -> tuple[Graph, dict[str, Any]]:
     """The fitted twin of ``graph`` at ``scale`` vertices and the record of the fit."""
@@ -139,9 +159,9 @@ def twin_of(graph: Graph, scale: str | int, *, seed: int = 0, name: str | None =
     spec = spec_of(measured, name or f"twin-of-{graph.name}")
     n_fit = min(graph.num_nodes, FIT_NODES)
     points = fit_points(measured)
-    small = graph.num_arcs * n_fit / graph.num_nodes <= DIRECT_ARCS
-    result = fit_locality(spec, points, n=n_fit, seed=seed, draws=FIT_DRAWS, rounds=4,
-                          direct_evals=DIRECT_EVALS if small else 0, log=log)
+    direct = direct_steps(graph.num_arcs * n_fit / graph.num_nodes)
+    result = fit_locality(spec, points, n=n_fit, seed=seed, draws=FIT_DRAWS,
+                          rounds=1 if direct else SURROGATE_ROUNDS, direct_evals=direct, log=log)
     spec = TwinSpec(**{**asdict(spec), **result.params,
                        "fitted": f"cdfgnn prepare --twin-of: METIS halo and cut of "
                                  f"{graph.name} at P = 2, 4, 8, fitted at {n_fit} vertices"})
