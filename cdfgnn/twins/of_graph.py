@@ -167,6 +167,8 @@ def twin_of(graph: Graph, scale: str | int, *, seed: int = 0, name: str | None =
                                  f"{graph.name} at P = 2, 4, 8, fitted at {n_fit} vertices"})
     twin = generate_from_spec(spec, n_out, seed)
     record = {"measured": measured, "fit_nodes": n_fit, "params": result.params,
+              "fit_method": "direct" if direct else "surrogate",
+              "metis_checks": len(result.checks),
               "points": [{"metric": pt.metric, "parts": pt.parts, "graph": pt.value, "twin": v}
                          for pt, v in zip(points, result.metis)],
               "fit_cpu_seconds": result.cpu_seconds, "cpu_seconds": time.process_time() - t0}
