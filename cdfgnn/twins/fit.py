@@ -160,7 +160,7 @@ def fit_locality(spec: TwinSpec, points: Sequence[Point], *, n: int, seed: int =
         return surrogate_values(with_params(spec, _decode(x, free)), n, points, seed=seed,
                                 draws=draws, skeleton=skeleton)
 
-    def check(x: np.ndarray, rnd: int, corrects: bool = True) -> dict:
+    def check(x: np.ndarray, rnd: int, corrects: bool) -> dict:
         """METIS at x; ``corrects``: also the surrogate's correction for the next round
         (the direct stage and a fit without rounds need none)."""
         params = _decode(x, free)
