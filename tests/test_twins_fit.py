@@ -131,14 +131,19 @@ def test_surrogate_tracks_metis_on_the_same_twin():
     assert np.all(np.diff(sur) > 0) and np.all(np.abs(np.log(sur / got)) < np.log(1.5))
 
 
+def _known_reach_targets(n: int):
+    """(spec, METIS halo points at P = 2, 4, 8, their values) of a twin of reach 0.02 at n
+    vertices: targets whose reach a fit should find."""
+    truth = dataclasses.replace(TWINS["synth-arxiv"], reach=0.02, decay=1.0, hub_reach=0.5)
+    probe = [Point("halo", p, 1.0) for p in (2, 4, 8)]
+    values = generated_values(truth, n, probe)
+    return truth, [dataclasses.replace(p, value=float(v)) for p, v in zip(probe, values)], values
+
+
 def test_fit_recovers_a_known_reach():
     """Targets made by a twin with a known reach: fitting reach alone from another start
     lands near it, and the METIS values at the fitted point match the targets."""
-    base = TWINS["synth-arxiv"]
-    truth = dataclasses.replace(base, reach=0.02, decay=1.0, hub_reach=0.5)
-    probe = [Point("halo", p, 1.0) for p in (2, 4, 8)]
-    values = generated_values(truth, 8000, probe)
-    pts = [dataclasses.replace(p, value=float(v)) for p, v in zip(probe, values)]
+    truth, pts, values = _known_reach_targets(8000)
     start = dataclasses.replace(truth, reach=0.002)
     res = fit_locality(start, pts, n=8000, free=("reach",), rounds=4)
     assert 0.5 < res.params["reach"] / 0.02 < 2.0
@@ -150,16 +155,11 @@ def test_fit_recovers_a_known_reach():
         fit_locality(start, [], n=8000)
 
 
-
 def test_direct_fit_recovers_a_known_reach_without_the_surrogate():
     """``rounds=1`` with METIS steps (what ``--twin-of`` runs on graphs it can afford to
-    partition 20 times and more): Nelder-Mead on METIS alone lands near the reach that made
+    partition 25 times and more): Nelder-Mead on METIS alone lands near the reach that made
     the targets, and never partitions the same parameters twice (its start included)."""
-    base = TWINS["synth-arxiv"]
-    truth = dataclasses.replace(base, reach=0.02, decay=1.0, hub_reach=0.5)
-    probe = [Point("halo", p, 1.0) for p in (2, 4, 8)]
-    values = generated_values(truth, 4000, probe)
-    pts = [dataclasses.replace(p, value=float(v)) for p, v in zip(probe, values)]
+    truth, pts, _ = _known_reach_targets(4000)
     start = dataclasses.replace(truth, reach=0.005)
     res = fit_locality(start, pts, n=4000, free=("reach",), rounds=1, direct_evals=20)
     assert 0.5 < res.params["reach"] / 0.02 < 2.0
