@@ -13,7 +13,10 @@ drawn at random) for gamma = 0 and gamma; Table 3's gamma = 0 rows give 0.834-0.
 all four graphs (from its maxima, which its balanced EBV rows make the means).
 ``--topologies`` replaces each twin's configuration by a list (e.g. ``2x2 2x4 2x8``);
 ``--keep F`` first keeps a random share F of the twin's edges; ``--scale-balance S``
-multiplies alpha and beta by S.
+multiplies alpha and beta by S. ``--rewire`` also runs every graph's degree-preserving
+random rewiring (:func:`rewire`: its degrees, none of its locality), named
+``<name>-rewired``, which tells the part of the host term that the degrees give from the
+part that the locality adds or takes.
 
 ``--graphs FILE ...`` runs on graph files instead (any format ``cdfgnn prepare --from``
 reads; default topologies 2x2 2x4 2x8), and ``--with-twins`` also on each file's fitted
@@ -23,7 +26,7 @@ source then ends with its own mean line.
 
 Usage: python benchmarks/ebv_host_term.py [--datasets NAME ...] [--scale medium]
        [--seeds 0] [--orders degree] [--gammas 0.1] [--topologies HxD ...] [--keep 1.0]
-       [--scale-balance 1.0] [--graphs FILE ... [--with-twins]]
+       [--scale-balance 1.0] [--rewire] [--graphs FILE ... [--with-twins]]
 """
 from __future__ import annotations
 
@@ -55,6 +58,21 @@ def keep_edges(g: Graph, share: float, seed: int) -> Graph:
     pick = np.random.default_rng(seed).random(a.size) < share
     indptr, indices = csr_from_sorted_pairs(a[pick], b[pick], g.num_nodes)
     return dataclasses.replace(g, indptr=indptr, indices=indices)
+
+
+def rewire(g: Graph, seed: int) -> tuple[Graph, float]:
+    """``g``'s configuration-model rewiring and the share of its edges kept: every vertex's
+    edge ends (stubs) matched uniformly at random, self-loops and repeated pairs dropped
+    (so hubs lose a few edges to one another); same vertices and features."""
+    stubs = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
+    np.random.default_rng(seed).shuffle(stubs)
+    half = stubs.shape[0] // 2
+    a, b = stubs[:half], stubs[half:2 * half]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    keys = np.unique((lo * g.num_nodes + hi)[lo != hi])  # sorted by (lo, hi): CSR rows
+    indptr, indices = csr_from_sorted_pairs(keys // g.num_nodes, keys % g.num_nodes,
+                                            g.num_nodes)
+    return dataclasses.replace(g, indptr=indptr, indices=indices), keys.shape[0] / max(half, 1)
 
 
 def chance_share(stats: dict) -> float:
@@ -104,6 +122,14 @@ def sources(args) -> list[tuple[str, list[Topology], object]]:
     return out
 
 
+def _print_run(name: str, topo: Topology, seed: int, deg: float, order: str, gamma: float,
+               r: dict) -> None:
+    print(f"{name} {topo.label} seed {seed} avg-degree {deg:.1f} order {order} gamma "
+          f"{gamma}: Outer {r['outer']:+.1f}% Inner {r['inner']:+.1f}%  RF g0/g "
+          f"{r['rf'][0]:.3f}/{r['rf'][1]:.3f}  Outer share/chance g0/g {r['chance'][0]:.3f}/"
+          f"{r['chance'][1]:.3f}  max edge IF {r['edge_if']:.3f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", nargs="+", default=list(TABLE3))
@@ -117,6 +143,8 @@ def main() -> None:
     ap.add_argument("--topologies", nargs="+", help="HxD each (default: Table 3's per twin)")
     ap.add_argument("--keep", type=float, default=1.0)
     ap.add_argument("--scale-balance", type=float, default=1.0)
+    ap.add_argument("--rewire", action="store_true",
+                    help="also each graph's degree-preserving random rewiring")
     args = ap.parse_args()
     ab = {"alpha": args.scale_balance, "beta": args.scale_balance}
     if args.with_twins and not args.graphs:
@@ -128,20 +156,23 @@ def main() -> None:
             g = make(seed)
             if args.keep < 1.0:
                 g = keep_edges(g, args.keep, seed)
-            deg = 2.0 * g.num_edges / g.num_nodes
-            for order in args.orders:
-                for gamma in args.gammas:
-                    for topo in topos:
-                        r = outer_change(g, topo, seed, gamma, order=order, **ab)
-                        changes.setdefault((order, gamma), []).append(r["outer"])
-                        per_source.setdefault(name, []).append(r["outer"])
-                        print(f"{name} {topo.label} seed {seed} avg-degree {deg:.1f} order "
-                              f"{order} gamma {gamma}: Outer {r['outer']:+.1f}% Inner "
-                              f"{r['inner']:+.1f}%  RF g0/g {r['rf'][0]:.3f}/{r['rf'][1]:.3f}  "
-                              f"Outer share/chance g0/g {r['chance'][0]:.3f}/"
-                              f"{r['chance'][1]:.3f}  max edge IF {r['edge_if']:.3f}",
-                              flush=True)
-    if args.graphs:
+            graphs = [(name, g)]
+            if args.rewire:
+                rewired, kept = rewire(g, seed)
+                print(f"{name}-rewired seed {seed}: {kept:.1%} of the edges kept "
+                      f"(self-loops and repeated pairs dropped)", flush=True)
+                graphs.append((f"{name}-rewired", rewired))
+            for label, h in graphs:
+                for order in args.orders:
+                    for gamma in args.gammas:
+                        for topo in topos:
+                            r = outer_change(h, topo, seed, gamma, order=order, **ab)
+                            if label == name:  # the mean lines are the graphs' own
+                                changes.setdefault((order, gamma), []).append(r["outer"])
+                            per_source.setdefault(label, []).append(r["outer"])
+                            _print_run(label, topo, seed, 2.0 * h.num_edges / h.num_nodes,
+                                       order, gamma, r)
+    if args.graphs or args.rewire:
         for name, cs in per_source.items():
             print(f"{name}: mean Outer change {np.mean(cs):+.1f}% over {len(cs)} runs")
     for (order, gamma), cs in changes.items():

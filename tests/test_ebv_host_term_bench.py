@@ -6,6 +6,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,3 +58,43 @@ def test_outer_share_over_chance():
     base = {"num_parts": 4, "devices_per_host": 2}
     assert bench.chance_share({**base, "outer_sum": 2, "inner_sum": 1}) == pytest.approx(1.0)
     assert bench.chance_share({**base, "outer_sum": 1, "inner_sum": 2}) == pytest.approx(0.5)
+
+
+def test_rewiring_keeps_every_degree_up_to_dropped_loops_and_repeats():
+    """The configuration model: each vertex keeps its degree less the ends of the dropped
+    self-loops and repeated pairs; the result is symmetric, loop-free and seeded."""
+    bench = _load()
+    from cdfgnn.data.importers import read_any_graph
+    g = read_any_graph(FIXTURE)
+    h, kept = bench.rewire(g, seed=3)
+    deg, new = np.diff(g.indptr), np.diff(h.indptr)
+    assert h.num_nodes == g.num_nodes and np.all(new <= deg)
+    assert h.num_edges == pytest.approx(kept * g.num_edges, abs=1)
+    assert 0.99 < kept <= 1.0       # a road network: almost no loop or repeat to drop
+    src = np.repeat(np.arange(h.num_nodes), new)
+    assert not np.any(src == h.indices)
+    pairs = set(zip(src.tolist(), h.indices.tolist()))
+    assert all((b, a) in pairs for a, b in pairs) and len(pairs) == h.indices.shape[0]
+    again, _ = bench.rewire(g, seed=3)
+    assert np.array_equal(again.indices, h.indices)
+    assert not np.array_equal(bench.rewire(g, seed=4)[0].indices, h.indices)
+    # its edges are not the graph's: the rewiring keeps degrees, not neighbours
+    assert len(pairs & set(zip(np.repeat(np.arange(g.num_nodes), deg).tolist(),
+                               g.indices.tolist()))) < 0.05 * len(pairs)
+
+
+def test_rewire_adds_the_rewired_graph_beside_the_graph(monkeypatch, capsys):
+    bench = _load()
+    monkeypatch.setattr(sys, "argv", ["ebv_host_term.py", "--graphs", str(FIXTURE),
+                                      "--topologies", "2x2", "--rewire"])
+    bench.main()
+    out = capsys.readouterr().out.strip().splitlines()
+    assert any(re.fullmatch(r"osm_helsinki_roads-rewired seed 0: \d+\.\d% of the edges kept "
+                            r"\(self-loops and repeated pairs dropped\)", line) for line in out)
+    means = {line.split(":")[0]: float(re.search(r"([+-]\d+\.\d)%", line).group(1))
+             for line in out if ": mean Outer change" in line and not line.startswith("order")}
+    assert set(means) == {"osm_helsinki_roads", "osm_helsinki_roads-rewired"}
+    # the last line averages the graphs themselves, not their rewirings
+    last = re.fullmatch(r"order degree gamma 0.1: mean Outer change ([+-]\d+\.\d)% over 1 "
+                        r"configurations \(target: <= -10%\)", out[-1])
+    assert last and float(last.group(1)) == means["osm_helsinki_roads"]
