@@ -7,10 +7,10 @@ import pytest
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import build_strategy
-from cdfgnn.methods.cofree import (dropedge_masks, loss_weights, masked_csr,
-                                   replication_counts)
+from cdfgnn.methods.cofree import dropedge_masks, loss_weights, masked_csr
 from cdfgnn.partition.api import partition_graph
 from cdfgnn.partition.base import Topology
+from cdfgnn.partition.stats import replication_counts
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training
 

@@ -4,6 +4,7 @@ upward arrow."""
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -203,3 +204,13 @@ def test_the_cycle_finder_finds_a_lazy_loop():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_pricing_a_record_imports_no_torch():
+    """Pricing is a pure function of a record and a cluster: repricing (the claims'
+    device columns, `cdfgnn reprice`, `compare`'s sweeps) loads no torch."""
+    code = ("import sys, cdfgnn.pricing.record, cdfgnn.pricing.roofline\n"
+            "print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cdfgnn.cli import main
-from cdfgnn.cost.ledger import FP64_KIND, Ledger
+from cdfgnn.cost.counts import FP64_KIND, Ledger
 from cdfgnn.pricing.efficiency import Efficiency, load_efficiency
 from cdfgnn.pricing.estimate import ModelShape, RankShape, estimate_ledger, rank_shapes
 from cdfgnn.pricing.hardware import get_gpu, load_gpu, parse_gpus, registered

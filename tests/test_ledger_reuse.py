@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cdfgnn.cost import ledger as oplog
 from cdfgnn.cost import reuse
-from cdfgnn.cost.ledger import Ledger
+from cdfgnn.cost.counts import Ledger
 from cdfgnn.methods import METHODS, build_strategy
 from cdfgnn.train.config import TrainConfig
 from cdfgnn.train.run import run_training

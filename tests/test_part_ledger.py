@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cdfgnn.cost import ledger as oplog
-from cdfgnn.cost.ledger import STEP_PHASES, Ledger
+from cdfgnn.cost.counts import STEP_PHASES, Ledger
 from cdfgnn.pricing.hardware import get_gpu
 from cdfgnn.pricing.roofline import price
 from cdfgnn.partition.api import partition_graph

@@ -54,14 +54,17 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cdfgnn.comm.base import CommStats
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.fileio import read_yaml_mapping
 from cdfgnn.partition.base import Topology
 from cdfgnn.registry import Registry
+
+if TYPE_CHECKING:  # the ranks' traffic: comm.base imports torch, pricing needs none
+    from cdfgnn.comm.base import CommStats
 
 GB = 1e9
 PATTERNS = ("p2p", "broadcast")

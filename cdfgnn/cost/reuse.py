@@ -22,7 +22,7 @@ integer:
   counts, and every :data:`CHECK`-th of them is counted op by op again and compared.
   Inside the call only the span check runs (``theta`` against the basis's integer null
   space: a few integer products); where the map's coefficients are integers its counts
-  are computed when the ledger is next read (:meth:`~cdfgnn.cost.ledger.Ledger.defer`),
+  are computed when the ledger is next read (:meth:`~cdfgnn.cost.counts.Ledger.defer`),
   after the timed step, else at the call (counts that are not integers there: the call
   is counted op by op). A
   prediction that misses while learning marks the key as not affine (counted op by op
@@ -59,8 +59,9 @@ from typing import Callable, Hashable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-from cdfgnn.cost.ledger import (FIELDS, Ledger, active, current, current_phase, into,
-                                pause_depth, paused, resumed, set_phase)
+from cdfgnn.cost.counts import FIELDS, Ledger
+from cdfgnn.cost.ledger import (active, current, current_phase, into, pause_depth, paused,
+                                resumed, set_phase)
 
 T = TypeVar("T")
 

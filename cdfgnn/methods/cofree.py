@@ -43,6 +43,7 @@ import torch
 
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.methods.base import METHODS, Degenerate, Param, SyncStrategy
+from cdfgnn.partition.stats import replication_counts
 
 REWEIGHTS = ("dar", "none", "inv-rf")
 EVALS = ("full-graph", "per-part")
@@ -50,15 +51,6 @@ MASK_SALT = 0x4D41534B   # "MASK": the DropEdge-K masks' RNG stream
 
 _RF_CACHE: dict[int, tuple[object, np.ndarray]] = {}
 _RF_LOCK = threading.Lock()
-
-
-def replication_counts(graph, partitioning) -> np.ndarray:
-    """RF(v): the number of parts holding at least one edge of v (0 for isolated v)."""
-    src, dst = graph.undirected_edges()
-    p = partitioning.num_parts
-    parts = np.asarray(partitioning.assignment, dtype=np.int64)
-    pair = np.unique(np.concatenate([src * p + parts, dst * p + parts]))
-    return np.bincount(pair // p, minlength=graph.num_nodes)
 
 
 def _cached_rf(graph, partitioning) -> np.ndarray:

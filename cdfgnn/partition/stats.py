@@ -119,6 +119,16 @@ def replicas(graph: Graph, partitioning: Partitioning) -> tuple[np.ndarray, np.n
     return _replicas(graph, partitioning.kind, assignment, master, partitioning.num_parts)
 
 
+def replication_counts(graph: Graph, partitioning: Partitioning) -> np.ndarray:
+    """Vertex-cut RF(v): the number of parts holding at least one edge of v (0 for an
+    isolated v, which :func:`replicas` counts once, at its master)."""
+    src, dst = graph.undirected_edges()
+    p = partitioning.num_parts
+    parts = np.asarray(partitioning.assignment, dtype=np.int64)
+    pair = np.unique(np.concatenate([src * p + parts, dst * p + parts]))
+    return np.bincount(pair // p, minlength=graph.num_nodes)
+
+
 def _replicas(graph: Graph, kind: str, assignment: np.ndarray, master: np.ndarray,
               p: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     n = graph.num_nodes

@@ -16,7 +16,7 @@ Per rank r and epoch e (the overlap rule, as the CPU-measured model's
   compute, 0)`` when overlapped), worst rank, mean over epochs;
 * one worker per part (a rank holding several parts counts each into ``part_ledgers``):
   ``parallel_s`` = the largest part's compute (every phase but codec, cache and
-  :data:`~cdfgnn.cost.ledger.STEP_PHASES`) of any rank + the largest ``reduce``, per
+  :data:`~cdfgnn.cost.counts.STEP_PHASES`) of any rank + the largest ``reduce``, per
   epoch, mean over the epochs.
 
 The counts (:func:`collect_inputs`) keep each rank's distinct epochs once:
@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cdfgnn.comm.tags import VERTEX_TAGS
-from cdfgnn.cost.ledger import STEP_PHASES
+from cdfgnn.cost.counts import STEP_PHASES
 from cdfgnn.pricing.cluster import Cluster
 from cdfgnn.pricing.efficiency import Efficiency
 from cdfgnn.pricing.hardware import GpuProfile

@@ -58,7 +58,7 @@ from functools import cached_property
 import numpy as np
 
 from cdfgnn.comm.codecs import Codec, get_codec, is_identity
-from cdfgnn.cost.ledger import Ledger
+from cdfgnn.cost.counts import Ledger
 from cdfgnn.errors import CdfgnnError
 
 #: the dtype these counts are of, and its element size

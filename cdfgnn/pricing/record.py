@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from cdfgnn.cost.ledger import FP64_KIND, Ledger
+from cdfgnn.cost.counts import FP64_KIND, Ledger
 from cdfgnn.errors import CdfgnnError
 from cdfgnn.partition.base import Topology
 from cdfgnn.pricing.cluster import Cluster, resolve_cluster

@@ -47,7 +47,7 @@ from typing import Mapping, Sequence
 from cdfgnn.partition.locality import share_at
 from cdfgnn.pricing.efficiency import Efficiency, load_efficiency
 from cdfgnn.pricing.hardware import GpuProfile
-from cdfgnn.cost.ledger import FIELDS, Ledger
+from cdfgnn.cost.counts import FIELDS, Ledger
 
 TERA, GIGA, MEGA = 1e12, 1e9, 1e6
 #: bytes per arc of torch's CSR: int64 column index + float32 value

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cdfgnn.cost.ledger import STEP_PHASES
+from cdfgnn.cost.counts import STEP_PHASES
 from cdfgnn.pricing.cluster import Cluster, allreduce_traffic
 from cdfgnn.pricing.epoch import rank_pricers
 

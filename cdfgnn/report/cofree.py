@@ -344,8 +344,8 @@ def fig5(inputs, params, out, md_out) -> None:
 def replication_by_degree(inputs, params, out, md_out) -> None:
     """Mean replication count by vertex degree per vertex-cut partitioner (CoFree-GNN Thm 4.2)."""
     from cdfgnn.data.graph import Graph
-    from cdfgnn.methods.cofree import replication_counts
     from cdfgnn.partition.base import Partitioning
+    from cdfgnn.partition.stats import replication_counts
     from cdfgnn.report.aggregate import expand_paths
 
     items = []
