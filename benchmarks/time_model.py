@@ -294,6 +294,9 @@ def system_of(text: str) -> System:
     tokens = dict(t.partition("=")[::2] for t in text.replace(",", " ").split())
     order = tokens.get("order")
     if order not in ("aggregate-first", "transform-first", "narrower-first"):
+        if key.startswith("bns-gcn"):     # its boundary rate changes what is priced
+            raise Skip("system", text, "BNS-GCN needs its boundary rate: 'BNS-GCN p=<rate>' "
+                                       "(0 < rate <= 1), as the row's run set it")
         raise Skip("system", text, f"unknown; {SYSTEM_HELP}")
     exchange = tokens.get("exchange") or ("projected" if order == "transform-first" else "input")
     if exchange not in ("input", "projected"):

@@ -160,6 +160,8 @@ def test_names_are_read_as_papers_write_them():
     assert tm.system_of("bns-gcn p=0.1") == tm.SYSTEMS["bns-gcn p=0.1"]
     with pytest.raises(tm.Skip, match="bns-gcn p=2"):
         tm.system_of("bns-gcn p=2")
+    with pytest.raises(tm.Skip, match=r"'BNS-GCN': BNS-GCN needs its boundary rate"):
+        tm.system_of("BNS-GCN")
 
 
 def tm_eff():
