@@ -87,8 +87,9 @@ def _prepare_twin_of(args: argparse.Namespace) -> int:
     print(f"twin of {graph.name} ({graph.num_nodes} nodes, {graph.num_edges} edges): "
           f"{twin.num_nodes} nodes, {twin.num_edges} edges; METIS halo copies per vertex at "
           f"P = 2 / 4 / 8: graph {real}, twin at {record['fit_nodes']} nodes {fitted}; "
-          f"{record['fit_method']} fit, {record['metis_checks']} METIS checks; "
-          f"{record['cpu_seconds']:.1f} s CPU -> {args.out}")
+          f"{record['fit_method']} fit, {record['metis_checks']} METIS checks; average "
+          f"clustering (not fitted) graph {record['measured']['avg_clustering']:.3f}, twin "
+          f"{record['twin_avg_clustering']:.3f}; {record['cpu_seconds']:.1f} s CPU -> {args.out}")
     return 0
 
 

@@ -63,6 +63,10 @@ def test_twin_keeps_size_degree_and_records_the_fit(twins):
     # a graph of 27,000 arcs is fitted on METIS itself: up to 60 steps after its start
     assert rec["fit_method"] == "direct" and 2 <= rec["metis_checks"] <= 61
     assert rec["cpu_seconds"] < 120
+    # clustering is reported for both, not fitted: WordNet's twin has about half its
+    # triangles (docs/twins.md, 'EBV's host term on the fitted twins')
+    assert 0.05 < rec["measured"]["avg_clustering"] < 0.08
+    assert 0.0 < rec["twin_avg_clustering"] < rec["measured"]["avg_clustering"]
     # planted features and labels like the registered twins: learnable, not random
     assert not twin.meta.get("timing_only") and twin.num_classes == 16
     assert twin.meta["generator"].startswith("dcsbm-hierarchical")

@@ -16,7 +16,9 @@
    where it is affordable: the surrogate's planted-partition estimate can lead it to a
    region where METIS on the twin is unstable (docs/twins.md, "A twin of any graph").
 3. **Generate** the twin at ``scale`` vertices with planted features and labels, as the
-   registered twins are; its meta holds what was measured and the fit.
+   registered twins are; its meta holds what was measured and the fit, and the twin's own
+   average clustering beside the graph's (not fitted: the three locality parameters
+   cannot reach a lexical network's triangles, which a vertex cut sees; docs/twins.md).
 
 A user who cannot share a graph can share its twin; a user can scale a graph up or down.
 """
@@ -166,7 +168,11 @@ def twin_of(graph: Graph, scale: str | int, *, seed: int = 0, name: str | None =
                        "fitted": f"cdfgnn prepare --twin-of: METIS halo and cut of "
                                  f"{graph.name} at P = 2, 4, 8, fitted at {n_fit} vertices"})
     twin = generate_from_spec(spec, n_out, seed)
+    # not fitted (no locality parameter reaches a lexical network's triangles), so the
+    # record says how far it is: a vertex cut keeps a clustered graph's edges on fewer parts
+    twin_clustering, _ = average_clustering(twin, seed)
     record = {"measured": measured, "fit_nodes": n_fit, "params": result.params,
+              "twin_avg_clustering": twin_clustering,
               "fit_method": "direct" if direct else "surrogate",
               "metis_checks": len(result.checks),
               "points": [{"metric": pt.metric, "parts": pt.parts, "graph": pt.value, "twin": v}
