@@ -168,9 +168,7 @@ def twin_of(graph: Graph, scale: str | int, *, seed: int = 0, name: str | None =
                        "fitted": f"cdfgnn prepare --twin-of: METIS halo and cut of "
                                  f"{graph.name} at P = 2, 4, 8, fitted at {n_fit} vertices"})
     twin = generate_from_spec(spec, n_out, seed)
-    # not fitted (no locality parameter reaches a lexical network's triangles), so the
-    # record says how far it is: a vertex cut keeps a clustered graph's edges on fewer parts
-    twin_clustering, _ = average_clustering(twin, seed)
+    twin_clustering, _ = average_clustering(twin, seed)   # not fitted: the record says how far
     record = {"measured": measured, "fit_nodes": n_fit, "params": result.params,
               "twin_avg_clustering": twin_clustering,
               "fit_method": "direct" if direct else "surrogate",
