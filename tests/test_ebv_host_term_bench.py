@@ -21,12 +21,15 @@ def _load():
     return mod
 
 
-def test_a_graph_file_gets_one_line_per_topology_and_its_own_mean(monkeypatch, capsys):
-    bench = _load()
-    monkeypatch.setattr(sys, "argv", ["ebv_host_term.py", "--graphs", str(FIXTURE),
-                                      "--topologies", "2x2", "2x4"])
+def _run(bench, monkeypatch, capsys, *args: str) -> list[str]:
+    """The output lines of ``ebv_host_term.py --graphs FIXTURE ARGS``."""
+    monkeypatch.setattr(sys, "argv", ["ebv_host_term.py", "--graphs", str(FIXTURE), *args])
     bench.main()
-    out = capsys.readouterr().out.strip().splitlines()
+    return capsys.readouterr().out.strip().splitlines()
+
+
+def test_a_graph_file_gets_one_line_per_topology_and_its_own_mean(monkeypatch, capsys):
+    out = _run(_load(), monkeypatch, capsys, "--topologies", "2x2", "2x4")
     runs = [line for line in out if line.startswith("osm_helsinki_roads h2x")]
     assert [line.split()[1] for line in runs] == ["h2x2", "h2x4"]
     changes = [float(re.search(r"Outer ([+-]\d+\.\d)%", line).group(1)) for line in runs]
@@ -84,11 +87,7 @@ def test_rewiring_keeps_every_degree_up_to_dropped_loops_and_repeats():
 
 
 def test_rewire_adds_the_rewired_graph_beside_the_graph(monkeypatch, capsys):
-    bench = _load()
-    monkeypatch.setattr(sys, "argv", ["ebv_host_term.py", "--graphs", str(FIXTURE),
-                                      "--topologies", "2x2", "--rewire"])
-    bench.main()
-    out = capsys.readouterr().out.strip().splitlines()
+    out = _run(_load(), monkeypatch, capsys, "--topologies", "2x2", "--rewire")
     assert any(re.fullmatch(r"osm_helsinki_roads-rewired seed 0: \d+\.\d% of the edges kept "
                             r"\(self-loops and repeated pairs dropped\)", line) for line in out)
     means = {line.split(":")[0]: float(re.search(r"([+-]\d+\.\d)%", line).group(1))
